@@ -753,6 +753,10 @@ def _safe(s: str) -> str:
 
 # the record's field holding the SHA-256 of the run's saved weights (runs/<run_id>.pt)
 WEIGHTS_DIGEST = "weights_sha256"
+WEIGHTS_BYTES = "weights_bytes"  # their size, beside their digest: a file of another size is
+# not theirs, and is not read (hashed) to find it out
+BYTES_PER_PARAM = 64  # a record without their size (older): float64 parameters and buffers,
+WEIGHTS_SLACK = 64 << 20  # and the zip's own bytes, with room to spare
 
 
 def _not_a_file(path: Path, what: str) -> OSError:
@@ -793,14 +797,24 @@ class Store:
         self._checked: dict[tuple, bool] = {}  # weights file (path, inode, size, mtime) -> its
         # digest is its record's (hashed once per process, not at every is_done)
         self._held: dict[str, str] = {}  # run id -> nonce of the claim this process wrote
+        # run id -> root of the reused store where the run is claimed and recorded (``homes``)
+        self.homes: dict[str, Path] = {}
         # runs whose only records were trained on other data than there is now (``data_changed``)
         # or hold numbers that mean something else now (``redefined``): a committed row of
         # theirs is the old data's (or definition's) too, and must not stand in for them
         self.stale_data: set[str] = set()
 
     # ---------------------------------------------------------------- records
+    def home(self, run_id: str) -> Path:
+        """The root of the store where the run is claimed, recorded and its weights saved: a
+        reused store whose spec trains the same run (``homes``, set by `run`), else this one. A
+        spec and one that reuses it, run at once, claimed and recorded a shared run each in its
+        own store, and the reused spec's `run`, which reads no store of the other's, trained
+        it again."""
+        return self.homes.get(run_id, self.root)
+
     def record_path(self, run_id: str) -> Path:
-        return self.runs / f"{run_id}.json"
+        return self.home(run_id) / "runs" / f"{run_id}.json"
 
     def read(self, run_id: str) -> dict | None:
         """The run's valid record (own store first, then the reused ones), else None.
@@ -1014,6 +1028,8 @@ class Store:
         if digest is None:
             return False
         st = path.stat() if st is None else st
+        if self._weights_size_problem(root, run_id, st.st_size):  # hashed at any size: a
+            return True  # sparse `truncate -s 1T` file was read whole by `run`, `show`, `plot`
         key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
         if key not in self._checked:
             self._checked[key] = file_digest(path) == digest
@@ -1036,16 +1052,38 @@ class Store:
         self.log("done", record["run_id"], status=record.get("status"))
 
     def weights_path(self, run_id: str) -> Path:
-        return self.runs / f"{run_id}.pt"
+        return self.home(run_id) / "runs" / f"{run_id}.pt"
 
-    def write_weights(self, run_id: str, state: dict) -> str:
+    def write_weights(self, run_id: str, state: dict) -> dict[str, Any]:
         """Save one run's trained weights (a state dict of CPU tensors), atomically; their
-        SHA-256, which the run's record keeps (``WEIGHTS_DIGEST``) so that ``read_weights`` knows
-        them for this run's."""
+        SHA-256 and size, which the run's record keeps (``WEIGHTS_DIGEST``, ``WEIGHTS_BYTES``)
+        so that ``read_weights`` knows them for this run's."""
         buf = io.BytesIO()
         torch.save(state, buf)
         atomic_write_bytes(self.weights_path(run_id), buf.getvalue())
-        return hashlib.sha256(buf.getvalue()).hexdigest()
+        return {WEIGHTS_DIGEST: hashlib.sha256(buf.getvalue()).hexdigest(),
+                WEIGHTS_BYTES: len(buf.getvalue())}
+
+    def _weights_size_problem(self, folder: Path, run_id: str, size: int,
+                              larger: bool = False) -> str | None:
+        """Why a weights file of ``size`` bytes cannot be the one the run's record in ``folder``
+        names, without reading it: not the size the record gives (``larger``: more than it), or
+        (a record without it) more than ``BYTES_PER_PARAM`` bytes a parameter of the run could
+        need; None otherwise."""
+        try:
+            rec = json.loads(read_small(folder / f"{run_id}.json", MAX_RECORD_BYTES))
+        except (OSError, ValueError, RecursionError):
+            return None
+        if not isinstance(rec, dict) or not isinstance(rec.get(WEIGHTS_DIGEST), str):
+            return None
+        named, n = rec.get(WEIGHTS_BYTES), rec.get("n_params")
+        if isinstance(named, int) and not isinstance(named, bool):
+            return None if size == named or larger and size < named else (
+                f"{size:,} bytes, not the {named:,} its record names")
+        n = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1 << 24
+        most = WEIGHTS_SLACK + BYTES_PER_PARAM * n
+        return None if size <= most else (f"{size:,} bytes, more than the {most:,} its run's "
+                                          "model could need")
 
     def _weights_digest(self, folder: Path, run_id: str) -> str | None:
         """The SHA-256 that the run's record in ``folder`` gives its weights; None where there
@@ -1074,6 +1112,10 @@ class Store:
             try:
                 if not path.is_file():
                     raise ValueError("not a regular file")
+                why = self._weights_size_problem(root, run_id, path.stat().st_size, larger=True)
+                if why:  # not read: torch.load of a padded zip read what its entries said
+                    # (a smaller file is loaded, to say why it is not theirs)
+                    raise ValueError(f"{FOREIGN_WEIGHTS}: {why}")
                 why = weights_archive_problem(path)
                 if why is not None:
                     raise ValueError(why)
@@ -1117,7 +1159,7 @@ class Store:
         return None if holder is None or self.holds(run_id) else holder
 
     def _distrust_weights(self, path: Path, why: str, quarantine: bool) -> None:
-        holder = self._trained_elsewhere(path.stem) if why == FOREIGN_WEIGHTS and quarantine \
+        holder = self._trained_elsewhere(path.stem) if why.startswith(FOREIGN_WEIGHTS) and quarantine \
             else None
         if holder is not None:
             # the run is being trained again now (a record without the analysis the spec now
@@ -1148,7 +1190,7 @@ class Store:
     # race, backs off. Markers are removed when the claim is released or cleaned up.
 
     def _claim_path(self, run_id: str) -> Path:
-        return self.claims / f"{run_id}.claim"
+        return self.home(run_id) / "claims" / f"{run_id}.claim"
 
     def _read_claim(self, path: Path) -> dict | None:
         """The claim's content, or None if it vanished; {} if unreadable (half-written). One
@@ -1309,7 +1351,7 @@ class Store:
         base = f"{path.name}.taken.{_safe(str(info['nonce']))}"
         young = []
         try:
-            for marker in self.claims.glob(f"{base}*"):
+            for marker in path.parent.glob(f"{base}*"):
                 if marker.name == base or re.fullmatch(r"\.\d+", marker.name[len(base):]):
                     young.append(_marker_wait(marker))
         except OSError:  # a marker gone meanwhile, or claims/ unreadable: nothing to wait for
@@ -1321,8 +1363,8 @@ class Store:
         """Try to own a run; True if this process may train it."""
         if self.is_done(run_id):
             return False
-        self.claims.mkdir(parents=True, exist_ok=True)
         path = self._claim_path(run_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)  # the umask decides
         except FileExistsError:
@@ -1350,6 +1392,8 @@ class Store:
         as done here too."""
         for root in self.reuse:
             path = root / "claims" / f"{run_id}.claim"
+            if path == self._claim_path(run_id):  # this store's claim on a run it records there
+                continue
             try:
                 info = self._read_claim(path)
                 if info is None or info.get("_unreadable") or self._is_stale(path, info):
@@ -1463,6 +1507,11 @@ class Store:
         self.check_links()
         for d in (self.root, self.runs, self.claims):
             d.mkdir(parents=True, exist_ok=True)
+        for root in sorted(set(self.homes.values())):  # reused stores recording shared runs
+            home = Store(root)
+            home.check_links()
+            for d in (home.root, home.runs, home.claims):
+                d.mkdir(parents=True, exist_ok=True)
         events = self.root / "events.jsonl"
         if events.exists() and not events.is_file():
             raise _not_a_file(events, "the event log")
@@ -1492,7 +1541,7 @@ class Store:
             return
         self._held.pop(run_id, None)
         path = self._claim_path(run_id)
-        for marker in self.claims.glob(f"{path.name}.taken.*"):
+        for marker in path.parent.glob(f"{path.name}.taken.*"):
             marker.unlink(missing_ok=True)
         path.unlink(missing_ok=True)
 
@@ -2189,6 +2238,33 @@ def open_store(spec, out: Path | None = None, readonly: bool = False) -> Store:
     reuse = [results_dir(s, out) for s in reused_specs(spec)]
     return Store(results_dir(spec, out), reuse=reuse, weights=bool(spec.save_weights),
                  analyses=tuple(a for a in spec.analysis if a in ANALYSES), readonly=readonly)
+
+
+def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
+                 run_ids: Iterable[str]) -> dict[str, Path]:
+    """Run id -> root of the store where `run` of ``spec`` claims and records that run
+    (``Store.homes``): the store of a spec it reuses (in turn) whose runs of the same profile and
+    ``--set`` include it, so that the `run` of that spec, which reads no store but its own and
+    those it reuses, finds the claim and the record there. Of several such specs, the one that
+    reuses fewest (then by paper and id): every spec of a chain or loop of reuse picks the same
+    store. A spec without that profile, or that ``overrides`` do not apply to, shares nothing."""
+    from .spec import SpecError
+    from .sweep import expand
+
+    wanted = set(run_ids)
+    best: dict[str, tuple] = {r: (len(reused_specs(spec)), spec.paper, spec.id) for r in wanted}
+    homes: dict[str, Path] = {}
+    for other in reused_specs(spec):
+        try:
+            theirs = expand(other, profile, overrides=overrides) or []
+        except (SpecError, ValueError):
+            continue
+        rank = (len(reused_specs(other)), other.paper, other.id)
+        for r in theirs:
+            if r.run_id in wanted and rank < best[r.run_id]:
+                best[r.run_id] = rank
+                homes[r.run_id] = results_dir(other, out)
+    return homes
 
 
 def output_name(spec, profile: str, stem: str, ext: str, tag: str = "") -> str:

@@ -27448,3 +27448,47 @@ def test_r53h_tracker_killed_during_a_data_generators_workers_is_started_again_q
     assert res.returncode == 0, said
     assert "Traceback" not in said and "KeyError" not in said and "relaunching" not in said, said
     assert said.count("warning: multiprocessing's resource tracker (pid ") == 1, said
+
+
+def test_r53g_a_spec_and_one_reusing_it_record_a_shared_run_once(tmp_path, monkeypatch):
+    """rb reuses ra, and they share a run: rb's `run` recorded it in rb's store, which ra's
+    `run` does not read, so ra trained it again (run at once, both trained it: 8 trainings of 6
+    runs). rb claims and records it in ra's store: ra finds it done. In a chain (rc reuses rb)
+    and a loop of reuse every spec homes the run in the same store."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import shared_homes
+
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    s4d = {"label": "S4D", "set": {"model.mixer": "s4d"}}
+    _one_run_spec(folder, name="ra", train=train, sweep=[{"cases": [s4d]}])
+    s6 = {"label": "S6", "set": {"model.mixer": "s6"}}
+    _one_run_spec(folder, name="rb", train=train, reuse=["ra"], sweep=[{"cases": [s6, s4d]}])
+    _one_run_spec(folder, name="rc", train=train, reuse=["rb"], sweep=[{"cases": [s4d]}])
+    env, out = {"SSMREPRO_ROOT": str(root)}, tmp_path / "out"
+    res = _invoke("run", "rb", "--profile", "smoke", "--out", out, "--no-plot",
+                  "--no-calibrate", "--workers", "1", env=env)
+    assert res.exit_code == 0 and "trained 2 runs" in res.output, res.output
+    assert len(list((out / "tests/ra/runs").glob("*.json"))) == 1  # the shared S4D run
+    assert len(list((out / "tests/rb/runs").glob("*.json"))) == 1
+    res = _invoke("run", "ra", "--profile", "smoke", "--out", out, "--dry-run", env=env)
+    assert res.exit_code == 0 and "1 done, 0 pending" in res.output, res.output
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    specs = {n: load_spec(folder / f"{n}.yaml") for n in ("ra", "rb", "rc")}
+    (rid,) = {r for r in shared_homes(specs["rc"], "smoke", None, out, _ids(specs["rc"]))}
+    for name in ("rb", "rc"):
+        assert shared_homes(specs[name], "smoke", None, out, [rid]) == {rid: out / "tests/ra"}
+    _edit(folder / "ra.yaml", reuse=["rc"])  # a loop: each spec picks ra's store (fewest reuses
+    specs = {n: load_spec(folder / f"{n}.yaml") for n in ("ra", "rb", "rc")}  # then by id)
+    assert shared_homes(specs["ra"], "smoke", None, out, [rid]) == {}
+    assert shared_homes(specs["rc"], "smoke", None, out, [rid]) == {rid: out / "tests/ra"}
+
+
+def _ids(spec) -> list[str]:
+    from ssmrepro.sweep import expand
+
+    return [r.run_id for r in expand(spec, "smoke")]

@@ -205,3 +205,71 @@ def test_records_are_readable_by_others(tmp_path):
     s.write(rec)
     assert s.record_path(rec["run_id"]).stat().st_mode & 0o777 == NEW_FILE_MODE
     assert NEW_FILE_MODE == 0o666 & ~os.umask(os.umask(0o022))
+
+
+def test_r53g_a_run_shared_through_reuse_is_claimed_and_recorded_in_the_reused_store(tmp_path):
+    """A spec (ra) and one that reuses it (rb), run at once: rb claimed and recorded a shared
+    run in its own store, which ra's `run` does not read, and both trained it. With the run
+    homed in ra's store (``Store.homes``, set by rb's `run`), rb's claim and record are where
+    ra looks, whichever command claims first, and each waits on the other's holder."""
+    ra = Store(tmp_path / "out" / "tests" / "ra")
+    rb = Store(tmp_path / "out" / "tests" / "rb", reuse=[ra.root])
+    first, second = record(), record(tag="b")
+    rb.homes = {first["run_id"]: ra.root, second["run_id"]: ra.root}
+    rb.prepare()
+    rid = first["run_id"]
+    assert rb.claim(rid)  # rb's `run` claims first
+    assert (ra.claims / f"{rid}.claim").exists() and not (rb.claims / f"{rid}.claim").exists()
+    assert not ra.claim(rid) and ra.holder(rid) == f"pid {os.getpid()} on {ra.host}"
+    assert rb.holds(rid)
+    rb.write(first)
+    rb.release(rid)
+    assert ra.record_path(rid).is_file() and not (rb.runs / f"{rid}.json").exists()
+    assert ra.is_done(rid) and rb.is_done(rid) and not ra.claim(rid)
+    assert list(ra.claims.iterdir()) == []
+    rid = second["run_id"]
+    assert ra.claim(rid)  # ra's `run` claims first: rb leaves it to ra
+    assert not rb.claim(rid) and rb.holder(rid) == f"pid {os.getpid()} on {rb.host}"
+    ra.write(second)
+    ra.release(rid)
+    assert rb.is_done(rid) and not rb.claim(rid)
+
+
+def test_r53g_weights_of_another_size_are_not_read(tmp_path, monkeypatch):
+    """`truncate -s 1T runs/<id>.pt` (sparse: no disk taken) made `run`, `show` and `plot` hash
+    all of it (SHA-256 of a terabyte of zeros, hours). The record keeps the weights' size
+    beside their digest: a file of another size is theirs in no case and is quarantined unread;
+    an older record without the size bounds it by the run's parameters."""
+    import torch
+
+    import ssmrepro.store as store_mod
+
+    hashed = []
+    real = store_mod.file_digest
+    monkeypatch.setattr(store_mod, "file_digest", lambda p: hashed.append(p) or real(p))
+    s = Store(tmp_path / "out" / "tests" / "t", weights=True)
+    s.prepare()
+    for sized in (True, False):
+        rec = record(n_params=10)
+        named = s.write_weights(rec["run_id"], {"w": torch.zeros(10)})
+        assert named["weights_bytes"] == s.weights_path(rec["run_id"]).stat().st_size
+        if not sized:  # a record written before records named the size
+            named.pop("weights_bytes")
+        s.write({**rec, **named})
+        assert s.is_done(rec["run_id"]) and len(hashed) == 1
+        os.truncate(s.weights_path(rec["run_id"]), 1 << 40)
+        s.warnings.clear()
+        assert not s.is_done(rec["run_id"]) and len(hashed) == 1, s.warnings
+        assert not s.weights_path(rec["run_id"]).exists()  # quarantined, not read
+        assert s.read_weights(rec["run_id"]) is None
+        os.truncate(next((s.runs / "quarantine").iterdir()), 0)  # (no terabyte left behind)
+        for q in (s.runs / "quarantine").iterdir():
+            q.unlink()
+        s.write_weights(rec["run_id"], {"w": torch.zeros(10)})
+        os.truncate(s.weights_path(rec["run_id"]), 1 << 40)
+        s.warnings.clear()
+        assert s.read_weights(rec["run_id"]) is None and len(hashed) == 1
+        assert "bytes" in " ".join(s.warnings), s.warnings
+        hashed.clear()
+        for q in (s.runs / "quarantine").iterdir():
+            q.unlink()

@@ -31,7 +31,7 @@ import torch
 
 from ..kernels.backend import kernel_usage, reset_kernel_usage, set_scan_backend
 from ..signals import STOP_SIGNALS
-from ..store import RECORD_REVISION, WEIGHTS_DIGEST, Store
+from ..store import RECORD_REVISION, Store
 from ..sweep import CODE_VERSION
 from ..tasks.lra import CutWarning
 from ..train import member_state, train_pack
@@ -232,7 +232,7 @@ def store_result(store: Store, result: PackResult) -> list[str]:
             continue
         if w is not None:  # the record names its weights: another run's of the same shapes,
             # copied in their place, were loaded as this run's without a word
-            rec[WEIGHTS_DIGEST] = store.write_weights(rec["run_id"], w)
+            rec.update(store.write_weights(rec["run_id"], w))
         store.write(rec)
     return lost
 
