@@ -122,10 +122,10 @@ def test_absurd_sizes_and_non_finite_numbers_are_spec_errors(tmp_path, override,
     import time
 
     spec = write_spec(tmp_path, **override)
-    t0 = time.time()
+    t0 = time.process_time()
     res = _invoke("validate", spec)
     _assert_refused(res, needle)
-    assert time.time() - t0 < 10
+    assert time.process_time() - t0 < 10
 
 
 @pytest.mark.parametrize("opt", [["--workers", "0"], ["--workers", "-1"], ["--pack-size", "0"],
@@ -645,9 +645,9 @@ def test_set_values_that_expand_repeat_or_evaluate_without_bound_are_refused(tmp
                                                                              needle):
     import time
 
-    t0 = time.time()
+    t0 = time.process_time()
     _assert_refused(_invoke("validate", _one_run_spec(tmp_path), *args), needle)
-    assert time.time() - t0 < 20
+    assert time.process_time() - t0 < 20
 
 
 @pytest.mark.parametrize("edit,needle", [
@@ -916,10 +916,10 @@ def test_seed_lists_and_sweeps_are_bounded_before_they_are_built(tmp_path, monke
     from ssmrepro.spec import MAX_SEEDS
 
     expand_mod = importlib.import_module("ssmrepro.sweep.expand")
-    t0 = time.time()
+    t0 = time.process_time()
     _assert_refused(_invoke("validate", _one_run_spec(tmp_path, seeds=list(range(MAX_SEEDS + 1)))),
                     "seeds", "at most 1000")
-    assert time.time() - t0 < 20  # 100,000 seeds took 84 s to validate
+    assert time.process_time() - t0 < 20  # 100,000 seeds took 84 s to validate
     assert expand_mod.MAX_RUNS <= 100_000  # the largest paper grid has 20,304 runs
     monkeypatch.setattr(expand_mod, "MAX_RUNS", 50)
     case = {"label": "S6", "set": {"model.mixer": "s6"}, "seeds": list(range(10)),
@@ -3381,10 +3381,10 @@ def test_an_ordering_claim_over_a_large_grid_is_judged_in_bounded_time(tmp_path)
     spec = write_spec(tmp_path, seeds=[0], sweep=[{"grid": grid}], claims=[
         {"text": "wide beats narrow", "check": "ordering", "a": {"model.d_model": large},
          "b": {"model.d_model": small}}])
-    t0 = time.time()  # every a-cell was compared with every b-cell, 0.5 ms a pair: minutes
+    t0 = time.process_time()  # every a-cell was compared with every b-cell, 0.5 ms a pair: minutes
     res = _invoke("validate", spec)
     assert res.exit_code == 0, res.output
-    assert time.time() - t0 < 30
+    assert time.process_time() - t0 < 30
     _edit(spec, claims=[{"text": "wide beats narrow", "check": "ordering", "match": [],
                          "a": {"model.d_model": large}, "b": {"model.d_model": small}}])
     _assert_refused(_invoke("validate", spec), "1,560,000 pairs", "name the keys to match on")
@@ -3580,10 +3580,10 @@ def test_text_drawn_on_a_figure_is_bounded(tmp_path, override, key):
     axis or legend text is at most 300 characters (the longest shipped title has 118)."""
     import time
 
-    t0 = time.time()
+    t0 = time.process_time()
     res = _invoke("validate", _one_run_spec(tmp_path, **override))
     _assert_refused(res, key, "at most 300 characters")
-    assert time.time() - t0 < 20
+    assert time.process_time() - t0 < 20
     ok = {k: (v[:300] if isinstance(v, str) else v) for k, v in override.items()}
     if "figure" in ok:
         ok["figure"] = {k: (v[:300] if isinstance(v, str) else v)
