@@ -197,7 +197,14 @@ def largest_pack(run, device: str | None, room: int, cap: int, budget: int | Non
         need = needs(E)
         return E * need.total <= room and (budget is None or E * need.train_bytes <= budget)
 
-    lo, hi = 1, max(1, cap) + 1  # fits(lo) or lo == 1; fits(hi) is False
+    return largest_where(fits, cap)
+
+
+def largest_where(fits: Callable[[int], bool], top: int) -> int:
+    """The largest n in 1..``top`` for which ``fits(n)`` holds, ``fits`` holding up to some n
+    and not past it (a binary search: about log2(top) calls); 1 where it holds for none (the
+    pack size and the evaluation chunk: ``largest_pack``, ``choose_eval_chunk``)."""
+    lo, hi = 1, max(1, top) + 1  # fits(lo) or lo == 1; fits(hi) is False
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if fits(mid):
@@ -285,16 +292,7 @@ def choose_eval_chunk(run, device: str, available: int | None, members: int = 1,
     # training step alone exceeded the room one sequence at a time, for no memory saved
     limit = max(available, total(1))
     fits = lambda m: total(m) <= limit  # noqa: E731
-    if fits(eb):
-        return eb
-    lo, hi = 1, eb  # fits(hi) is False; lo is the answer where nothing larger fits
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return eb if fits(eb) else largest_where(fits, eb - 1)
 
 
 def pack_room(available: int) -> int:
