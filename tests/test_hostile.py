@@ -26917,3 +26917,24 @@ def test_r53b_a_results_row_pasted_twice_is_used_once(tmp_path):
     got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
     acc = got[got["metric"] == "test.acc"]
     assert sorted(acc["seed"]) == [0, 1], acc
+
+
+@pytest.mark.parametrize("metric,margin,ok,needle", [
+    ("test.acc.std", -0.6, -0.4, "cannot fail"),  # a seed spread of accuracies: [0, 0.5]
+    ("2 * test.acc", -3e12, -1.0, "cannot fail"),  # an expression: within ±1e12
+    ("test.loss", -1e39, -1.0, "cannot fail"),  # float32 losses: at most 3.4e38
+    ("test.loss", 1e39, 1.0, "cannot pass"),
+])
+def test_r53i_an_ordering_of_any_bounded_metric_that_cannot_fail_is_refused(
+        tmp_path, metric, margin, ok, needle):
+    """An `ordering` (a >= factor·b + margin) whose margin every pair of the metric's values
+    meets, or none does: only accuracies were checked, so `margin: -0.6` on a seed spread of
+    accuracies, `-3e12` on an expression or `-1e39` on float32 losses PASSed whatever was
+    trained (`1e39` FAILed), as a tolerance or bound of that size is refused."""
+    claim = {"check": "ordering", "text": "t", "a": {"label": "S6"}, "b": {"label": "S4D"},
+             "match": [], "metric": metric, "margin": margin}
+    res = _invoke("validate", _one_run_spec(tmp_path, sweep=_TWO, seeds=[0, 1], claims=[claim]))
+    _assert_refused(res, "claims.0.margin", needle)
+    res = _invoke("validate", _one_run_spec(tmp_path, sweep=_TWO, seeds=[0, 1],
+                                            claims=[{**claim, "margin": ok}]))
+    assert res.exit_code == 0, res.output

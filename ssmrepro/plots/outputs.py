@@ -345,8 +345,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors.append(f"{path}: {key}.metric: {cfg.metric} is a loss, but {cfg.check} "
                           f"reads 'solved' as {cfg.metric} >= threshold (a high loss); use a "
                           f"score, or the loss negated (-{cfg.metric} with a negated threshold)")
-        if needs == {cfg.metric} and isinstance(cfg, OrderingConfig):
-            errors += _ordering_always_holds(path, key, cfg)
+        if isinstance(cfg, OrderingConfig):  # (an expression's range too)
+            errors += _ordering_always_holds(path, key, cfg, spread, claim_max)
         if cfg.check in ("monotone", "spread", "collapse"):  # (an expression's range too)
             errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread, claim_max)
         if isinstance(cfg, LogLogSlopeConfig):
@@ -1051,17 +1051,29 @@ def _given_implies(path: str, key: str, cfg: Any) -> list[str]:
     return out
 
 
-def _ordering_always_holds(path: str, key: str, cfg: Any) -> list[str]:
-    """An ordering of accuracies ``a >= factor·b + margin`` with ``margin <= -factor``: every
-    pair of accuracies (in [0, 1]) meets it, so the claim cannot fail; with ``margin > 1`` none
-    does (1 >= factor·0 + margin at best), so it cannot pass."""
-    if is_accuracy(cfg.metric) and cfg.margin <= -cfg.factor:
+def _ordering_always_holds(path: str, key: str, cfg: Any, spread: dict[str, str] | None = None,
+                           loss_max: float | None = None) -> list[str]:
+    """An ordering ``a >= factor·b + margin`` of a metric whose values lie in [lo, hi]
+    (``_bounded_range``: an accuracy's [0, 1], a seed spread's, a share's, a float32 loss's, an
+    expression's ±``expr.MAX_MAGNITUDE``) with ``margin <= lo - factor·hi``: every pair meets
+    it, so the claim cannot fail; with ``margin > hi - factor·lo`` none does, so it cannot pass.
+    Only accuracies were checked: `margin: -0.6` on ``test.acc.std`` (in [0, 0.5]), `-1e39` on
+    float32 losses or `-3e12` on an expression PASSed whatever was trained, `1e39` FAILed."""
+    rng = _bounded_range(cfg.metric, spread, loss_max)
+    if rng is None:
+        return []
+    lo, hi, what = rng
+    pairs = ("accuracies (in [0, 1])" if what == "accuracies"
+             else f"values of {cfg.metric} ({what} lies in [{lo:g}, {hi:.4g}])")
+    if cfg.margin <= lo - cfg.factor * hi:
+        least = "-factor" if what == "accuracies" else f"{lo - cfg.factor * hi:.4g}"
         return [f"{path}: {key}.margin: {cfg.margin:g} with factor {cfg.factor:g} on "
-                f"{cfg.metric}: every pair of accuracies (in [0, 1]) is in order, the claim "
-                "cannot fail; give a margin above -factor"]
-    if is_accuracy(cfg.metric) and cfg.margin > 1:  # a 1 beside a 0 is the most there is
-        return [f"{path}: {key}.margin: {cfg.margin:g} on {cfg.metric}: no pair of accuracies "
-                f"(in [0, 1]) is in order, the claim cannot pass; give a margin of at most 1"]
+                f"{cfg.metric}: every pair of {pairs} is in order, the claim "
+                f"cannot fail; give a margin above {least}"]
+    if cfg.margin > hi - cfg.factor * lo:  # the top beside the bottom is the most there is
+        most = hi - cfg.factor * lo
+        return [f"{path}: {key}.margin: {cfg.margin:g} on {cfg.metric}: no pair of {pairs} "
+                f"is in order, the claim cannot pass; give a margin of at most {most:.4g}"]
     return []
 
 
