@@ -1551,39 +1551,56 @@ def _without_stale(own: pd.DataFrame, runs: list, name: str) -> pd.DataFrame:
         cell.setdefault((str(r.label), norm(r.seed)), []).append(r)
     ids = own[RUN_ID].astype(str)
     stale = []
+    said = []  # 'run <id> (<label>, seed <s>) has <why>' of each
+    cols = _Columns(own)  # each column read once: a frame per row id (iloc, drop) took 2 ms a
+    # row, 30 s for a table of 15,000 rows under ids no run has
+    flats: dict[str, dict] = {}
     for rid, pos in own.groupby(ids, sort=False).indices.items():  # one grouping (a mask per
         if rid in planned:  # id over the whole table was quadratic, see ``consistent_rows``)
             continue
-        rows = own.iloc[pos]
-        cands = cell.get((str(rows[LABEL].iloc[0]), norm(rows[SEED].iloc[0])), [])
+        rows = cols.rows(pos)
+        label, seed = cols.raw(LABEL)[pos[0]], cols.raw(SEED)[pos[0]]
+        cands = cell.get((str(label), norm(seed)), [])
         # a run of its cell it contradicts in nothing keeps it: tried first, alone (each row
         # under an older id was compared with every run of its label and seed, ~30 of a grid
         # under one label: chen2025-fig8's 48 such rows took 14 s of `figures --no-rebuild`)
-        if any(not _contradiction(rows.drop(columns=[c for c in r.coords if c in rows]), r)
-               for r in cands if not _other_cell(rows, r)):
+        if any(not _contradiction(rows, r, skip=r.coords)
+               for r in cands if not _other_cell(rows, r, flats)):
             continue
-        whys = [_contradiction(rows.drop(columns=[c for c in r.coords if c in rows]), r)
-                or ("another value of a key the sweep sets" if _other_cell(rows, r) else "")
+        whys = [_contradiction(rows, r, skip=r.coords)
+                or ("another value of a key the sweep sets" if _other_cell(rows, r, flats) else "")
                 for r in cands]
         if all(whys):
             why = next((w for w in whys if not w.startswith("another value")), None) or \
                 "a cell or seed no run of the profile has now (a case, seed or swept value removed)"
-            print(f"warning: {name}: the row of run {rid} ({rows[LABEL].iloc[0]}, seed "
-                  f"{rows[SEED].iloc[0]}) has {why}: the spec changed since it was trained; "
-                  "the row is not used (run the profile again)", file=sys.stderr)
+            said.append(f"run {rid} ({label}, seed {seed}) has {why}")
             stale.append(rid)
+    if len(said) == 1:
+        print(f"warning: {name}: the row of {said[0]}: the spec changed since it was trained; "
+              "the row is not used (run the profile again)", file=sys.stderr)
+    elif said:  # one warning (a line per row: 15,000 lines for a table of 15,000 such rows)
+        more = f"; and {len(said) - 3:,} more" if len(said) > 3 else ""
+        print(f"warning: {name}: the rows of {len(said):,} run ids no run has now hold what "
+              f"no planned run has ({'; '.join(said[:3])}{more}): the spec changed since they "
+              "were trained; the rows are not used (run the profile again)", file=sys.stderr)
     return own[~ids.isin(stale)]
 
 
-def _other_cell(rows: pd.DataFrame, run) -> bool:
+def _other_cell(rows: pd.DataFrame | _Rows, run, flats: dict[str, dict] | None = None) -> bool:
     """Whether ``rows`` (one run id's) hold another value than ``run`` of a key its sweep sets
     (``run.coords``). ``_contradiction`` passes over fields at their defaults (a default may have
     changed), but a swept value is the spec's own: under one label, the committed row of the
     cell ``train.lr=0.01`` stood for the planned run of ``train.lr=0.001`` (the code's default),
-    which then was not completed from another profile's table and read as not finished."""
+    which then was not completed from another profile's table and read as not finished.
+    ``flats``: the runs' flat configs by run id, kept between calls (made per row id, a fifth of
+    the time of a table of thousands of rows)."""
     from ..sweep.config import flatten
 
-    flat = flatten(run.config())
+    flat = None if flats is None else flats.get(run.run_id)
+    if flat is None:
+        flat = flatten(run.config())
+        if flats is not None:
+            flats[run.run_id] = flat
     return any(_differing(rows, k, flat.get(k)) is not None for k in run.coords if k != SEED)
 
 
@@ -1804,17 +1821,21 @@ def _point_identity(run) -> dict[str, Any]:
     return ident
 
 
-def _contradiction(rows: pd.DataFrame | _Rows, run, point: dict[str, Any] | None = None) -> str:
+def _contradiction(rows: pd.DataFrame | _Rows, run, point: dict[str, Any] | None = None,
+                   skip: Iterable[str] = ()) -> str:
     """'key=value' of a config column of ``rows`` that contradicts ``run``, the planned run of
     their run id, on a field its run id hashes (``RunConfig.identity``: the seed and every field
     off its default), or that a run of it cannot have written (a status no record has, a step
     beyond its budget); '' when none does. An empty cell is a field the table predates (filled by
     ``_fill_config``); a field at its default is not compared (a default may have changed).
     ``rows``: a frame, or a run's rows of a table read once (``_Columns``, ``consistent_rows``);
-    ``point``: the run's ``_point_identity``, where the caller has it."""
+    ``point``: the run's ``_point_identity``, where the caller has it; ``skip``: keys not
+    compared (the keys the sweep sets, ``_without_stale``'s)."""
     if isinstance(rows, pd.DataFrame):
         rows = _Columns(rows).rows()
     ident = {**(_point_identity(run) if point is None else point), SEED: run.seed}
+    for k in skip:
+        ident.pop(k, None)
     for k, want in ident.items():
         have = _differing(rows, k, want)
         if have is not None:
@@ -1985,17 +2006,33 @@ def _second_rows(table: pd.DataFrame, by_id: dict) -> pd.Series:
         if r is not None:
             held.setdefault((str(r.label), norm(r.seed)), []).append(r)
     second = []
+    said = []  # 'the run <id> (<label>, seed <s>) ... under <other id>' of each
+    cols = _Columns(table)  # each column read once: a frame per row id took 1 ms a row (a
+    # minute for a table of 60,000 copies of its rows under other ids)
+    flats: dict[str, dict] = {}
     for rid, pos in table.groupby(ids, sort=False).indices.items():  # one grouping, not a
         if rid in by_id:  # mask over the table per id (quadratic, as ``consistent_rows`` was)
             continue
-        rows = table.iloc[pos]
-        key = (str(rows[LABEL].iloc[0]), norm(rows[SEED].iloc[0]))
-        twin = next((r for r in held.get(key, []) if not _other_cell(rows, r)), None)
+        key = (str(cols.raw(LABEL)[pos[0]]), norm(cols.raw(SEED)[pos[0]]))
+        cands = held.get(key, [])
+        rows = cols.rows(pos) if cands else None
+        twin = next((r for r in cands if not _other_cell(rows, r, flats)), None)
         if twin is not None:
-            print(f"warning: a committed table has the run {twin.run_id} ({key[0]}, seed "
-                  f"{twin.seed}) twice, under its id and under {rid}; the row of {rid} is not used",
-                  file=sys.stderr)
+            said.append((twin, key[0], rid))
             second.append(rid)
+    if len(said) == 1:
+        twin, label, rid = said[0]
+        print(f"warning: a committed table has the run {twin.run_id} ({label}, seed "
+              f"{twin.seed}) twice, under its id and under {rid}; the row of {rid} is not used",
+              file=sys.stderr)
+    elif said:  # one warning (a line per row: 60,000 lines for 60,000 such rows)
+        named = "; ".join(f"{t.run_id} ({lab}, seed {t.seed}) under {rid}"
+                          for t, lab, rid in said[:3])
+        more = f"; and {len(said) - 3:,} more" if len(said) > 3 else ""
+        print(f"warning: a committed table holds planned runs' rows under {len(said):,} other "
+              f"ids too, beside their own ({named}{more}); the rows under the other ids are not "
+              "used",
+              file=sys.stderr)
     return ids.isin(second)
 
 
