@@ -26982,3 +26982,41 @@ def test_r53i_thousands_of_rows_under_other_ids_are_one_warning_in_bounded_time(
     assert took < 10, took
     got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
     assert set(got["run_id"]) == set(rows["run_id"]), got
+
+
+@pytest.mark.parametrize("acc,needle,seeds", [
+    (None, "holds the row of a cell and seed more than once (S6, seed 0; the same results); "
+     "it is used once", [0, 1]),
+    (0.5, "has rows of one cell and seed with different results (S6, seed 0); they are not "
+     "used", [1]),
+])
+def test_r53i_a_table_without_run_ids_gives_a_cell_and_seed_once(tmp_path, acc, needle, seeds):
+    """A fresh clone's results table whose run id column was deleted, one row given twice (or
+    twice with another accuracy): the report counted the seed once (its first row) while
+    `export` gave both rows, the other accuracy too, without a word. As in a table with run
+    ids: a copy is used once, rows that differ are not used, each with a warning."""
+    import pandas as pd
+
+    from ssmrepro.plots.outputs import profile_table
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import open_store
+    from ssmrepro.sweep import expand
+
+    out, env = _r53b_project(tmp_path, seeds=[0, 1])
+    folder = out / "tests/t-spec"
+    shutil.rmtree(folder / "runs")
+    (table,) = folder.glob("results*.csv")
+    rows = pd.read_csv(table, dtype={"run_id": str}).drop(columns=["run_id"])
+    again = rows[rows["seed"] == 0]
+    if acc is not None:
+        again = again.assign(**{"metric.test.acc": acc})
+    pd.concat([rows, again]).to_csv(table, index=False)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and needle in said, said
+    got = pd.read_csv(tmp_path / "x.csv")
+    assert sorted(got.loc[got["metric"] == "test.acc", "seed"]) == seeds, got
+    spec = load_spec(next((tmp_path / "proj/experiments/tests").glob("*.yaml")))
+    read = profile_table(spec, "smoke", folder, expand(spec, "smoke"),
+                         open_store(spec, out, readonly=True)).rows
+    assert sorted(read["seed"]) == seeds, read

@@ -1908,6 +1908,8 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
     the labels of two rows swapped left both cells empty while the report counted '2 runs
     expected, 2 finished', and a curves table's were drawn, each run's curve under the other's
     label."""
+    if not table.empty and RUN_ID not in table and own and {LABEL, SEED} <= set(table.columns):
+        return _one_row_per_seed(table, runs)  # (a run id column deleted by hand)
     if table.empty or RUN_ID not in table:
         return table
     by_id = {r.run_id: r for r in runs}
@@ -1955,6 +1957,44 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
     if N_PARAMS in table:
         _params_disagree(table[keep], by_id)
     return table[keep]
+
+
+def _one_row_per_seed(table: pd.DataFrame, runs: list) -> pd.DataFrame:
+    """``table`` (a profile's own results table without a run id column: deleted by hand, its
+    rows named by their cell and seed, ``_not_covered``) without the repeats of one cell and
+    seed (its label, swept values and seed): a row given twice with the same results is used
+    once, rows of one seed with different results are not used, each with a warning, as in a
+    table with run ids (``_repeated_rows``, ``_disagreeing``). The report counted the seed
+    once (its first row, whatever the others held) while `export` gave every row of it."""
+    keys = [k for k in report.cell_keys(runs) if k in table and k != SEED] + [SEED]
+    ident = pd.Series(["\0".join(map(str, cell)) for cell in zip(*(table[k].tolist()
+                                                                    for k in keys))],
+                      index=table.index, dtype=object)  # (an empty cell as its text)
+    several = ident.duplicated(keep=False)
+    if not several.any():
+        return table
+    cols = [c for c in table.columns if is_metric_column(c) or c == STATUS]
+    counts = (table.loc[several, cols].astype(str).groupby(ident[several].to_numpy(), sort=False)
+              .nunique(dropna=False)) if cols else pd.DataFrame()
+    differ = set(counts.index[(counts > 1).any(axis=1)]) if cols else set()
+    drop = ident.isin(differ) | ident.duplicated()
+
+    def named(mask: pd.Series) -> str:
+        first = table[mask & ~ident.duplicated()]
+        cells = [f"{row[LABEL]}, seed {row[SEED]}" for _, row in first.head(3).iterrows()]
+        more = f" and {len(first) - 3:,} more" if len(first) > 3 else ""
+        return "; ".join(cells) + more
+
+    if differ:
+        print(f"warning: a committed table without run ids has rows of one cell and seed with "
+              f"different results ({named(ident.isin(differ))}); they are not used",
+              file=sys.stderr)
+    same = several & ~ident.isin(differ)
+    if same.any():
+        print(f"warning: a committed table without run ids holds the row of a cell and seed "
+              f"more than once ({named(same)}; the same results); it is used once",
+              file=sys.stderr)
+    return table[~drop]
 
 
 def _params_disagree(table: pd.DataFrame, by_id: dict) -> None:
