@@ -27020,3 +27020,31 @@ def test_r53i_a_table_without_run_ids_gives_a_cell_and_seed_once(tmp_path, acc, 
     read = profile_table(spec, "smoke", folder, expand(spec, "smoke"),
                          open_store(spec, out, readonly=True)).rows
     assert sorted(read["seed"]) == seeds, read
+
+
+def test_r53i_rows_whose_run_id_cells_were_cleared_stand_for_their_own_seeds(tmp_path):
+    """A fresh clone's results table whose run id cells were cleared for two seeds of one label
+    (the column kept): the rows were read as one run of id '', the second seed's row 'the row
+    of run(s)  more than once (the same results)' and not used (export and the report lost a
+    seed). Each such row stands for the run of its cell and seed, as in a table without the
+    column; a copy of one is used once."""
+    import pandas as pd
+
+    out, env = _r53b_project(tmp_path, seeds=[0, 1])
+    folder = out / "tests/t-spec"
+    shutil.rmtree(folder / "runs")
+    (table,) = folder.glob("results*.csv")
+    rows = pd.read_csv(table, dtype={"run_id": str})
+    rows["run_id"] = None
+    rows.to_csv(table, index=False)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "more than once" not in said, said
+    got = pd.read_csv(tmp_path / "x.csv")
+    assert sorted(got.loc[got["metric"] == "test.acc", "seed"]) == [0, 1], got
+    pd.concat([rows, rows.iloc[:1]]).to_csv(table, index=False)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "more than once (S6, seed 0; the same results)" in said, said
+    got = pd.read_csv(tmp_path / "x.csv")
+    assert sorted(got.loc[got["metric"] == "test.acc", "seed"]) == [0, 1], got

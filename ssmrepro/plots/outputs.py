@@ -1525,7 +1525,7 @@ def _not_covered(own: pd.DataFrame, todo: list) -> list:
     the run twice, with and without its id)."""
     if own.empty or not todo or not {LABEL, SEED} <= set(own.columns):
         return todo
-    ids = own[RUN_ID].astype(str) if RUN_ID in own else pd.Series("", index=own.index)
+    ids = _row_ids(own) if RUN_ID in own else pd.Series("", index=own.index)
     groups: dict[tuple, dict[str, list[int]]] = {}  # (label, seed) -> run id -> row positions
     for i, key in enumerate(zip(own[LABEL].astype(str), own[SEED].map(norm), ids)):
         groups.setdefault(key[:2], {}).setdefault(key[2], []).append(i)
@@ -1549,7 +1549,7 @@ def _without_stale(own: pd.DataFrame, runs: list, name: str) -> pd.DataFrame:
     cell: dict[tuple, list] = {}
     for r in runs:
         cell.setdefault((str(r.label), norm(r.seed)), []).append(r)
-    ids = own[RUN_ID].astype(str)
+    ids = _row_ids(own)
     stale = []
     said = []  # 'run <id> (<label>, seed <s>) has <why>' of each
     cols = _Columns(own)  # each column read once: a frame per row id (iloc, drop) took 2 ms a
@@ -1909,7 +1909,7 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
     expected, 2 finished', and a curves table's were drawn, each run's curve under the other's
     label."""
     if not table.empty and RUN_ID not in table and own and {LABEL, SEED} <= set(table.columns):
-        return _one_row_per_seed(table, runs)  # (a run id column deleted by hand)
+        return table[~_seed_repeats(table, runs)]  # (a run id column deleted by hand)
     if table.empty or RUN_ID not in table:
         return table
     by_id = {r.run_id: r for r in runs}
@@ -1918,7 +1918,7 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
         labels.setdefault(r.run_id, set()).add(str(r.label))
         if STEP in table:  # a curves table may name it by its first case label alone
             labels[r.run_id].add(str(r.label).split(LABEL_SEP)[0])
-    ids = table[RUN_ID].astype(str)
+    ids = _row_ids(table)
     present = set(ids)  # the identity of each sweep point with a row here, once (``per_point``)
     held = [r for r in by_id.values() if r.run_id in present]
     points = dict(zip((r.run_id for r in held), per_point(held, _point_identity)))
@@ -1954,25 +1954,45 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
         keep &= ~_repeated_rows(table, ids, keep)
     if own and {LABEL, SEED} <= set(table.columns):
         keep &= ~_second_rows(table[keep], by_id)
+        blank = (ids.str.startswith(_NO_ID) & keep).to_numpy()  # rows of no run id: by cell
+        if blank.sum() > 1:  # and seed, as in a table without the column
+            keep.iloc[np.flatnonzero(blank)[_seed_repeats(table[blank], runs)]] = False
     if N_PARAMS in table:
         _params_disagree(table[keep], by_id)
     return table[keep]
 
 
-def _one_row_per_seed(table: pd.DataFrame, runs: list) -> pd.DataFrame:
-    """``table`` (a profile's own results table without a run id column: deleted by hand, its
-    rows named by their cell and seed, ``_not_covered``) without the repeats of one cell and
-    seed (its label, swept values and seed): a row given twice with the same results is used
-    once, rows of one seed with different results are not used, each with a warning, as in a
-    table with run ids (``_repeated_rows``, ``_disagreeing``). The report counted the seed
-    once (its first row, whatever the others held) while `export` gave every row of it."""
+_NO_ID = "(no run id: row "  # how ``_row_ids`` names a row whose run id cell is empty
+
+
+def _row_ids(table: pd.DataFrame) -> pd.Series:
+    """The run id of each row of ``table`` as text; a row whose id cell is empty (cleared by
+    hand) one of its own, ``(no run id: row <n>)``, so that it stands for the run of its cell
+    and seed as in a table without the column (``_not_covered``): such rows were one run of
+    id '', two seeds' rows 'the row of run(s)  more than once (the same results)', the second
+    not used, and three of other cells dropped as 'the spec changed'."""
+    ids = table[RUN_ID].astype(str)
+    empty = table[RUN_ID].isna().to_numpy() | (ids.str.strip() == "").to_numpy()
+    if empty.any():
+        ids = ids.where(~empty, [f"{_NO_ID}{i})" for i in range(len(ids))])
+    return ids
+
+
+def _seed_repeats(table: pd.DataFrame, runs: list) -> np.ndarray:
+    """The rows of ``table`` (a profile's own results table without run ids: the column
+    deleted by hand or its cells cleared, its rows named by their cell and seed,
+    ``_not_covered``) that repeat one cell and seed (its label, swept values and seed): a row
+    given twice with the same results is used once, rows of one seed with different results
+    are not used, each with a warning, as in a table with run ids (``_repeated_rows``,
+    ``_disagreeing``). The report counted the seed once (its first row, whatever the others
+    held) while `export` gave every row of it."""
     keys = [k for k in report.cell_keys(runs) if k in table and k != SEED] + [SEED]
     ident = pd.Series(["\0".join(map(str, cell)) for cell in zip(*(table[k].tolist()
                                                                     for k in keys))],
                       index=table.index, dtype=object)  # (an empty cell as its text)
     several = ident.duplicated(keep=False)
     if not several.any():
-        return table
+        return np.zeros(len(table), dtype=bool)
     cols = [c for c in table.columns if is_metric_column(c) or c == STATUS]
     counts = (table.loc[several, cols].astype(str).groupby(ident[several].to_numpy(), sort=False)
               .nunique(dropna=False)) if cols else pd.DataFrame()
@@ -1994,7 +2014,7 @@ def _one_row_per_seed(table: pd.DataFrame, runs: list) -> pd.DataFrame:
         print(f"warning: a committed table without run ids holds the row of a cell and seed "
               f"more than once ({named(same)}; the same results); it is used once",
               file=sys.stderr)
-    return table[~drop]
+    return drop.to_numpy()
 
 
 def _params_disagree(table: pd.DataFrame, by_id: dict) -> None:
@@ -2039,7 +2059,7 @@ def _second_rows(table: pd.DataFrame, by_id: dict) -> pd.Series:
     second row of one run (a copy, an older training); each id's rows are flagged with a
     warning. The report counted the seed once (the first row, whichever it was) while
     ``export`` exported both, '4 runs' of a 3-seed cell."""
-    ids = table[RUN_ID].astype(str)
+    ids = _row_ids(table)
     held: dict[tuple, list] = {}  # (label, seed) -> planned runs with a row here
     for rid in dict.fromkeys(ids):
         r = by_id.get(rid)
