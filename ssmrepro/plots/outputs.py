@@ -1908,8 +1908,9 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
     the labels of two rows swapped left both cells empty while the report counted '2 runs
     expected, 2 finished', and a curves table's were drawn, each run's curve under the other's
     label."""
-    if not table.empty and RUN_ID not in table and own and {LABEL, SEED} <= set(table.columns):
-        return table[~_seed_repeats(table, runs)]  # (a run id column deleted by hand)
+    results = own and STEP not in table and {LABEL, SEED} <= set(table.columns)  # (a row a run)
+    if not table.empty and RUN_ID not in table and results:  # (its run id column deleted)
+        return table[~_seed_repeats(table, runs)]
     if table.empty or RUN_ID not in table:
         return table
     by_id = {r.run_id: r for r in runs}
@@ -1955,7 +1956,7 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
     if own and {LABEL, SEED} <= set(table.columns):
         keep &= ~_second_rows(table[keep], by_id)
         blank = (ids.str.startswith(_NO_ID) & keep).to_numpy()  # rows of no run id: by cell
-        if blank.sum() > 1:  # and seed, as in a table without the column
+        if results and blank.sum() > 1:  # and seed, as in a table without the column
             keep.iloc[np.flatnonzero(blank)[_seed_repeats(table[blank], runs)]] = False
     if N_PARAMS in table:
         _params_disagree(table[keep], by_id)
