@@ -27048,3 +27048,22 @@ def test_r53i_rows_whose_run_id_cells_were_cleared_stand_for_their_own_seeds(tmp
     assert res.exit_code == 0 and "more than once (S6, seed 0; the same results)" in said, said
     got = pd.read_csv(tmp_path / "x.csv")
     assert sorted(got.loc[got["metric"] == "test.acc", "seed"]) == [0, 1], got
+
+
+def test_r53i_a_curves_table_without_run_ids_is_no_repeat_of_a_seed(tmp_path):
+    """The run id columns of a fresh clone's results and curves tables deleted: a curves
+    table's rows (one per evaluation of a run) are not read as copies of one cell and seed
+    (only a results table holds a row per run); `plot` draws it without such a warning."""
+    import pandas as pd
+
+    out, env = _r53b_project(tmp_path, seeds=[0, 1])
+    folder = out / "tests/t-spec"
+    shutil.rmtree(folder / "runs")
+    for t in [*folder.glob("results*.csv"), *folder.glob("curves*.csv")]:
+        pd.read_csv(t).drop(columns=["run_id"]).to_csv(t, index=False)
+    res = _invoke("plot", "t-spec", "--out", out, "--profile", "smoke", env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, said
+    assert "without run ids" not in said, said
+    report = (folder / "report-smoke.md").read_text()
+    assert "2 runs expected, 2 finished" in report, report
