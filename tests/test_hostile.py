@@ -12930,11 +12930,11 @@ def test_a_fresh_clones_tables_lose_the_rows_of_runs_trained_before_a_spec_edit(
     res = runner.invoke(app, ["export", "--out", str(out), "--file", str(tmp_path / "e.csv")],
                         env=env)
     assert res.exit_code == 0, res.output
-    assert "0 rows" in res.output and "the spec changed since it was trained" in res.output
+    assert "0 rows" in res.output and "the spec changed since" in res.output
     res = runner.invoke(app, ["plot", "t-spec", *map(str, args)], env=env)
     said = " ".join(res.output.split())
     assert res.exit_code == 0, res.output
-    assert "0 of 2 runs finished" in said and "the spec changed since it was trained" in said
+    assert "0 of 2 runs finished" in said and "the spec changed since" in said
     assert not table.exists() and not curves.exists(), sorted(p.name for p in root.iterdir())
 
 
@@ -21901,7 +21901,7 @@ def test_rows_under_older_ids_are_checked_against_their_own_cell_alone(tmp_path,
     calls = []
     real = outputs._contradiction
     monkeypatch.setattr(outputs, "_contradiction",
-                        lambda rows, run: calls.append(run) or real(rows, run))
+                        lambda rows, run, **kw: calls.append(run) or real(rows, run, **kw))
     kept = outputs._without_stale(table, runs, "results.csv")
     assert len(kept) == len(table) and len(calls) == len(table), len(calls)
     table.loc[0, "status"] = "weird"  # contradicts every run of its label and seed: dropped
@@ -27492,3 +27492,153 @@ def _ids(spec) -> list[str]:
     from ssmrepro.sweep import expand
 
     return [r.run_id for r in expand(spec, "smoke")]
+
+
+@pytest.mark.parametrize("metric,margin,ok,needle", [
+    ("test.acc.std", -0.6, -0.4, "cannot fail"),  # a seed spread of accuracies: [0, 0.5]
+    ("2 * test.acc", -3e12, -1.0, "cannot fail"),  # an expression: within ±1e12
+    ("test.loss", -1e39, -1.0, "cannot fail"),  # float32 losses: at most 3.4e38
+    ("test.loss", 1e39, 1.0, "cannot pass"),
+])
+def test_r53i_an_ordering_of_any_bounded_metric_that_cannot_fail_is_refused(
+        tmp_path, metric, margin, ok, needle):
+    """An `ordering` (a >= factor·b + margin) whose margin every pair of the metric's values
+    meets, or none does: only accuracies were checked, so `margin: -0.6` on a seed spread of
+    accuracies, `-3e12` on an expression or `-1e39` on float32 losses PASSed whatever was
+    trained (`1e39` FAILed), as a tolerance or bound of that size is refused."""
+    claim = {"check": "ordering", "text": "t", "a": {"label": "S6"}, "b": {"label": "S4D"},
+             "match": [], "metric": metric, "margin": margin}
+    res = _invoke("validate", _one_run_spec(tmp_path, sweep=_TWO, seeds=[0, 1], claims=[claim]))
+    _assert_refused(res, "claims.0.margin", needle)
+    res = _invoke("validate", _one_run_spec(tmp_path, sweep=_TWO, seeds=[0, 1],
+                                            claims=[{**claim, "margin": ok}]))
+    assert res.exit_code == 0, res.output
+
+
+def _r53i_table_with_copies(tmp_path, n: int, seeds_from: int | None):
+    """A fresh clone's results table (no records) of the smoke profile of a one-run spec, with
+    ``n`` copies of its rows under other run ids (seeds from ``seeds_from`` on: cells no run
+    has; None: the planned run's own seed)."""
+    import pandas as pd
+
+    out, env = _r53b_project(tmp_path)
+    folder = out / "tests/t-spec"
+    shutil.rmtree(folder / "runs")
+    (table,) = folder.glob("results*.csv")
+    rows = pd.read_csv(table, dtype={"run_id": str})
+    copies = pd.concat([rows] * n, ignore_index=True)
+    copies["run_id"] = [f"{i:012x}" for i in range(len(copies))]
+    if seeds_from is not None:
+        copies["seed"] = range(seeds_from, seeds_from + len(copies))
+    pd.concat([rows, copies], ignore_index=True).to_csv(table, index=False)
+    return out, env, rows
+
+
+@pytest.mark.parametrize("seeds_from,needle", [
+    (100, "the rows of 2,000 run ids no run has now hold what no planned run has (run "),
+    (None, "holds planned runs' rows under 2,000 other ids too, beside their own ("),
+])
+def test_r53i_thousands_of_rows_under_other_ids_are_one_warning_in_bounded_time(
+        tmp_path, seeds_from, needle):
+    """A committed table with thousands of rows under run ids no run has (of seeds the spec no
+    longer plans, or copies of its runs' rows): a warning line per row (15,000 lines for a table
+    of 15,000 such rows, in `export` and `plot` alike) and a pandas frame made per row (2 ms
+    each: 30 s). One warning naming three and the count; the rows are still not used."""
+    import pandas as pd
+
+    out, env, rows = _r53i_table_with_copies(tmp_path, 2000, seeds_from)
+    start = time.monotonic()
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    took = time.monotonic() - start
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, said
+    assert needle in said and "and 1,997 more" in said, said
+    assert said.count("warning:") == 1, said
+    assert took < 10, took
+    got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
+    assert set(got["run_id"]) == set(rows["run_id"]), got
+
+
+@pytest.mark.parametrize("acc,needle,seeds", [
+    (None, "holds the row of a cell and seed more than once (S6, seed 0; the same results); "
+     "it is used once", [0, 1]),
+    (0.5, "has rows of one cell and seed with different results (S6, seed 0); they are not "
+     "used", [1]),
+])
+def test_r53i_a_table_without_run_ids_gives_a_cell_and_seed_once(tmp_path, acc, needle, seeds):
+    """A fresh clone's results table whose run id column was deleted, one row given twice (or
+    twice with another accuracy): the report counted the seed once (its first row) while
+    `export` gave both rows, the other accuracy too, without a word. As in a table with run
+    ids: a copy is used once, rows that differ are not used, each with a warning."""
+    import pandas as pd
+
+    from ssmrepro.plots.outputs import profile_table
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import open_store
+    from ssmrepro.sweep import expand
+
+    out, env = _r53b_project(tmp_path, seeds=[0, 1])
+    folder = out / "tests/t-spec"
+    shutil.rmtree(folder / "runs")
+    (table,) = folder.glob("results*.csv")
+    rows = pd.read_csv(table, dtype={"run_id": str}).drop(columns=["run_id"])
+    again = rows[rows["seed"] == 0]
+    if acc is not None:
+        again = again.assign(**{"metric.test.acc": acc})
+    pd.concat([rows, again]).to_csv(table, index=False)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and needle in said, said
+    got = pd.read_csv(tmp_path / "x.csv")
+    assert sorted(got.loc[got["metric"] == "test.acc", "seed"]) == seeds, got
+    spec = load_spec(next((tmp_path / "proj/experiments/tests").glob("*.yaml")))
+    read = profile_table(spec, "smoke", folder, expand(spec, "smoke"),
+                         open_store(spec, out, readonly=True)).rows
+    assert sorted(read["seed"]) == seeds, read
+
+
+def test_r53i_rows_whose_run_id_cells_were_cleared_stand_for_their_own_seeds(tmp_path):
+    """A fresh clone's results table whose run id cells were cleared for two seeds of one label
+    (the column kept): the rows were read as one run of id '', the second seed's row 'the row
+    of run(s)  more than once (the same results)' and not used (export and the report lost a
+    seed). Each such row stands for the run of its cell and seed, as in a table without the
+    column; a copy of one is used once."""
+    import pandas as pd
+
+    out, env = _r53b_project(tmp_path, seeds=[0, 1])
+    folder = out / "tests/t-spec"
+    shutil.rmtree(folder / "runs")
+    (table,) = folder.glob("results*.csv")
+    rows = pd.read_csv(table, dtype={"run_id": str})
+    rows["run_id"] = None
+    rows.to_csv(table, index=False)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "more than once" not in said, said
+    got = pd.read_csv(tmp_path / "x.csv")
+    assert sorted(got.loc[got["metric"] == "test.acc", "seed"]) == [0, 1], got
+    pd.concat([rows, rows.iloc[:1]]).to_csv(table, index=False)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "more than once (S6, seed 0; the same results)" in said, said
+    got = pd.read_csv(tmp_path / "x.csv")
+    assert sorted(got.loc[got["metric"] == "test.acc", "seed"]) == [0, 1], got
+
+
+def test_r53i_a_curves_table_without_run_ids_is_no_repeat_of_a_seed(tmp_path):
+    """The run id columns of a fresh clone's results and curves tables deleted: a curves
+    table's rows (one per evaluation of a run) are not read as copies of one cell and seed
+    (only a results table holds a row per run); `plot` draws it without such a warning."""
+    import pandas as pd
+
+    out, env = _r53b_project(tmp_path, seeds=[0, 1])
+    folder = out / "tests/t-spec"
+    shutil.rmtree(folder / "runs")
+    for t in [*folder.glob("results*.csv"), *folder.glob("curves*.csv")]:
+        pd.read_csv(t).drop(columns=["run_id"]).to_csv(t, index=False)
+    res = _invoke("plot", "t-spec", "--out", out, "--profile", "smoke", env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, said
+    assert "without run ids" not in said, said
+    report = (folder / "report-smoke.md").read_text()
+    assert "2 runs expected, 2 finished" in report, report

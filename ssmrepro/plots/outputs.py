@@ -345,8 +345,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors.append(f"{path}: {key}.metric: {cfg.metric} is a loss, but {cfg.check} "
                           f"reads 'solved' as {cfg.metric} >= threshold (a high loss); use a "
                           f"score, or the loss negated (-{cfg.metric} with a negated threshold)")
-        if needs == {cfg.metric} and isinstance(cfg, OrderingConfig):
-            errors += _ordering_always_holds(path, key, cfg)
+        if isinstance(cfg, OrderingConfig):  # (an expression's range too)
+            errors += _ordering_always_holds(path, key, cfg, spread, claim_max)
         if cfg.check in ("monotone", "spread", "collapse"):  # (an expression's range too)
             errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread, claim_max)
         if isinstance(cfg, LogLogSlopeConfig):
@@ -1051,17 +1051,29 @@ def _given_implies(path: str, key: str, cfg: Any) -> list[str]:
     return out
 
 
-def _ordering_always_holds(path: str, key: str, cfg: Any) -> list[str]:
-    """An ordering of accuracies ``a >= factor·b + margin`` with ``margin <= -factor``: every
-    pair of accuracies (in [0, 1]) meets it, so the claim cannot fail; with ``margin > 1`` none
-    does (1 >= factor·0 + margin at best), so it cannot pass."""
-    if is_accuracy(cfg.metric) and cfg.margin <= -cfg.factor:
+def _ordering_always_holds(path: str, key: str, cfg: Any, spread: dict[str, str] | None = None,
+                           loss_max: float | None = None) -> list[str]:
+    """An ordering ``a >= factor·b + margin`` of a metric whose values lie in [lo, hi]
+    (``_bounded_range``: an accuracy's [0, 1], a seed spread's, a share's, a float32 loss's, an
+    expression's ±``expr.MAX_MAGNITUDE``) with ``margin <= lo - factor·hi``: every pair meets
+    it, so the claim cannot fail; with ``margin > hi - factor·lo`` none does, so it cannot pass.
+    Only accuracies were checked: `margin: -0.6` on ``test.acc.std`` (in [0, 0.5]), `-1e39` on
+    float32 losses or `-3e12` on an expression PASSed whatever was trained, `1e39` FAILed."""
+    rng = _bounded_range(cfg.metric, spread, loss_max)
+    if rng is None:
+        return []
+    lo, hi, what = rng
+    pairs = ("accuracies (in [0, 1])" if what == "accuracies"
+             else f"values of {cfg.metric} ({what} lies in [{lo:g}, {hi:.4g}])")
+    if cfg.margin <= lo - cfg.factor * hi:
+        least = "-factor" if what == "accuracies" else f"{lo - cfg.factor * hi:.4g}"
         return [f"{path}: {key}.margin: {cfg.margin:g} with factor {cfg.factor:g} on "
-                f"{cfg.metric}: every pair of accuracies (in [0, 1]) is in order, the claim "
-                "cannot fail; give a margin above -factor"]
-    if is_accuracy(cfg.metric) and cfg.margin > 1:  # a 1 beside a 0 is the most there is
-        return [f"{path}: {key}.margin: {cfg.margin:g} on {cfg.metric}: no pair of accuracies "
-                f"(in [0, 1]) is in order, the claim cannot pass; give a margin of at most 1"]
+                f"{cfg.metric}: every pair of {pairs} is in order, the claim "
+                f"cannot fail; give a margin above {least}"]
+    if cfg.margin > hi - cfg.factor * lo:  # the top beside the bottom is the most there is
+        most = hi - cfg.factor * lo
+        return [f"{path}: {key}.margin: {cfg.margin:g} on {cfg.metric}: no pair of {pairs} "
+                f"is in order, the claim cannot pass; give a margin of at most {most:.4g}"]
     return []
 
 
@@ -1513,7 +1525,7 @@ def _not_covered(own: pd.DataFrame, todo: list) -> list:
     the run twice, with and without its id)."""
     if own.empty or not todo or not {LABEL, SEED} <= set(own.columns):
         return todo
-    ids = own[RUN_ID].astype(str) if RUN_ID in own else pd.Series("", index=own.index)
+    ids = _row_ids(own) if RUN_ID in own else pd.Series("", index=own.index)
     groups: dict[tuple, dict[str, list[int]]] = {}  # (label, seed) -> run id -> row positions
     for i, key in enumerate(zip(own[LABEL].astype(str), own[SEED].map(norm), ids)):
         groups.setdefault(key[:2], {}).setdefault(key[2], []).append(i)
@@ -1537,41 +1549,58 @@ def _without_stale(own: pd.DataFrame, runs: list, name: str) -> pd.DataFrame:
     cell: dict[tuple, list] = {}
     for r in runs:
         cell.setdefault((str(r.label), norm(r.seed)), []).append(r)
-    ids = own[RUN_ID].astype(str)
+    ids = _row_ids(own)
     stale = []
+    said = []  # 'run <id> (<label>, seed <s>) has <why>' of each
+    cols = _Columns(own)  # each column read once: a frame per row id (iloc, drop) took 2 ms a
+    # row, 30 s for a table of 15,000 rows under ids no run has
+    flats: dict[str, dict] = {}
     for rid, pos in own.groupby(ids, sort=False).indices.items():  # one grouping (a mask per
         if rid in planned:  # id over the whole table was quadratic, see ``consistent_rows``)
             continue
-        rows = own.iloc[pos]
-        cands = cell.get((str(rows[LABEL].iloc[0]), norm(rows[SEED].iloc[0])), [])
+        rows = cols.rows(pos)
+        label, seed = cols.raw(LABEL)[pos[0]], cols.raw(SEED)[pos[0]]
+        cands = cell.get((str(label), norm(seed)), [])
         # a run of its cell it contradicts in nothing keeps it: tried first, alone (each row
         # under an older id was compared with every run of its label and seed, ~30 of a grid
         # under one label: chen2025-fig8's 48 such rows took 14 s of `figures --no-rebuild`)
-        if any(not _contradiction(rows.drop(columns=[c for c in r.coords if c in rows]), r)
-               for r in cands if not _other_cell(rows, r)):
+        if any(not _contradiction(rows, r, skip=r.coords)
+               for r in cands if not _other_cell(rows, r, flats)):
             continue
-        whys = [_contradiction(rows.drop(columns=[c for c in r.coords if c in rows]), r)
-                or ("another value of a key the sweep sets" if _other_cell(rows, r) else "")
+        whys = [_contradiction(rows, r, skip=r.coords)
+                or ("another value of a key the sweep sets" if _other_cell(rows, r, flats) else "")
                 for r in cands]
         if all(whys):
             why = next((w for w in whys if not w.startswith("another value")), None) or \
                 "a cell or seed no run of the profile has now (a case, seed or swept value removed)"
-            print(f"warning: {name}: the row of run {rid} ({rows[LABEL].iloc[0]}, seed "
-                  f"{rows[SEED].iloc[0]}) has {why}: the spec changed since it was trained; "
-                  "the row is not used (run the profile again)", file=sys.stderr)
+            said.append(f"run {rid} ({label}, seed {seed}) has {why}")
             stale.append(rid)
+    if len(said) == 1:
+        print(f"warning: {name}: the row of {said[0]}: the spec changed since it was trained; "
+              "the row is not used (run the profile again)", file=sys.stderr)
+    elif said:  # one warning (a line per row: 15,000 lines for a table of 15,000 such rows)
+        more = f"; and {len(said) - 3:,} more" if len(said) > 3 else ""
+        print(f"warning: {name}: the rows of {len(said):,} run ids no run has now hold what "
+              f"no planned run has ({'; '.join(said[:3])}{more}): the spec changed since they "
+              "were trained; the rows are not used (run the profile again)", file=sys.stderr)
     return own[~ids.isin(stale)]
 
 
-def _other_cell(rows: pd.DataFrame, run) -> bool:
+def _other_cell(rows: pd.DataFrame | _Rows, run, flats: dict[str, dict] | None = None) -> bool:
     """Whether ``rows`` (one run id's) hold another value than ``run`` of a key its sweep sets
     (``run.coords``). ``_contradiction`` passes over fields at their defaults (a default may have
     changed), but a swept value is the spec's own: under one label, the committed row of the
     cell ``train.lr=0.01`` stood for the planned run of ``train.lr=0.001`` (the code's default),
-    which then was not completed from another profile's table and read as not finished."""
+    which then was not completed from another profile's table and read as not finished.
+    ``flats``: the runs' flat configs by run id, kept between calls (made per row id, a fifth of
+    the time of a table of thousands of rows)."""
     from ..sweep.config import flatten
 
-    flat = flatten(run.config())
+    flat = None if flats is None else flats.get(run.run_id)
+    if flat is None:
+        flat = flatten(run.config())
+        if flats is not None:
+            flats[run.run_id] = flat
     return any(_differing(rows, k, flat.get(k)) is not None for k in run.coords if k != SEED)
 
 
@@ -1792,17 +1821,21 @@ def _point_identity(run) -> dict[str, Any]:
     return ident
 
 
-def _contradiction(rows: pd.DataFrame | _Rows, run, point: dict[str, Any] | None = None) -> str:
+def _contradiction(rows: pd.DataFrame | _Rows, run, point: dict[str, Any] | None = None,
+                   skip: Iterable[str] = ()) -> str:
     """'key=value' of a config column of ``rows`` that contradicts ``run``, the planned run of
     their run id, on a field its run id hashes (``RunConfig.identity``: the seed and every field
     off its default), or that a run of it cannot have written (a status no record has, a step
     beyond its budget); '' when none does. An empty cell is a field the table predates (filled by
     ``_fill_config``); a field at its default is not compared (a default may have changed).
     ``rows``: a frame, or a run's rows of a table read once (``_Columns``, ``consistent_rows``);
-    ``point``: the run's ``_point_identity``, where the caller has it."""
+    ``point``: the run's ``_point_identity``, where the caller has it; ``skip``: keys not
+    compared (the keys the sweep sets, ``_without_stale``'s)."""
     if isinstance(rows, pd.DataFrame):
         rows = _Columns(rows).rows()
     ident = {**(_point_identity(run) if point is None else point), SEED: run.seed}
+    for k in skip:
+        ident.pop(k, None)
     for k, want in ident.items():
         have = _differing(rows, k, want)
         if have is not None:
@@ -1875,6 +1908,9 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
     the labels of two rows swapped left both cells empty while the report counted '2 runs
     expected, 2 finished', and a curves table's were drawn, each run's curve under the other's
     label."""
+    results = own and STEP not in table and {LABEL, SEED} <= set(table.columns)  # (a row a run)
+    if not table.empty and RUN_ID not in table and results:  # (its run id column deleted)
+        return table[~_seed_repeats(table, runs)]
     if table.empty or RUN_ID not in table:
         return table
     by_id = {r.run_id: r for r in runs}
@@ -1883,7 +1919,7 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
         labels.setdefault(r.run_id, set()).add(str(r.label))
         if STEP in table:  # a curves table may name it by its first case label alone
             labels[r.run_id].add(str(r.label).split(LABEL_SEP)[0])
-    ids = table[RUN_ID].astype(str)
+    ids = _row_ids(table)
     present = set(ids)  # the identity of each sweep point with a row here, once (``per_point``)
     held = [r for r in by_id.values() if r.run_id in present]
     points = dict(zip((r.run_id for r in held), per_point(held, _point_identity)))
@@ -1919,9 +1955,67 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
         keep &= ~_repeated_rows(table, ids, keep)
     if own and {LABEL, SEED} <= set(table.columns):
         keep &= ~_second_rows(table[keep], by_id)
+        blank = (ids.str.startswith(_NO_ID) & keep).to_numpy()  # rows of no run id: by cell
+        if results and blank.sum() > 1:  # and seed, as in a table without the column
+            keep.iloc[np.flatnonzero(blank)[_seed_repeats(table[blank], runs)]] = False
     if N_PARAMS in table:
         _params_disagree(table[keep], by_id)
     return table[keep]
+
+
+_NO_ID = "(no run id: row "  # how ``_row_ids`` names a row whose run id cell is empty
+
+
+def _row_ids(table: pd.DataFrame) -> pd.Series:
+    """The run id of each row of ``table`` as text; a row whose id cell is empty (cleared by
+    hand) one of its own, ``(no run id: row <n>)``, so that it stands for the run of its cell
+    and seed as in a table without the column (``_not_covered``): such rows were one run of
+    id '', two seeds' rows 'the row of run(s)  more than once (the same results)', the second
+    not used, and three of other cells dropped as 'the spec changed'."""
+    ids = table[RUN_ID].astype(str)
+    empty = table[RUN_ID].isna().to_numpy() | (ids.str.strip() == "").to_numpy()
+    if empty.any():
+        ids = ids.where(~empty, [f"{_NO_ID}{i})" for i in range(len(ids))])
+    return ids
+
+
+def _seed_repeats(table: pd.DataFrame, runs: list) -> np.ndarray:
+    """The rows of ``table`` (a profile's own results table without run ids: the column
+    deleted by hand or its cells cleared, its rows named by their cell and seed,
+    ``_not_covered``) that repeat one cell and seed (its label, swept values and seed): a row
+    given twice with the same results is used once, rows of one seed with different results
+    are not used, each with a warning, as in a table with run ids (``_repeated_rows``,
+    ``_disagreeing``). The report counted the seed once (its first row, whatever the others
+    held) while `export` gave every row of it."""
+    keys = [k for k in report.cell_keys(runs) if k in table and k != SEED] + [SEED]
+    ident = pd.Series(["\0".join(map(str, cell)) for cell in zip(*(table[k].tolist()
+                                                                    for k in keys))],
+                      index=table.index, dtype=object)  # (an empty cell as its text)
+    several = ident.duplicated(keep=False)
+    if not several.any():
+        return np.zeros(len(table), dtype=bool)
+    cols = [c for c in table.columns if is_metric_column(c) or c == STATUS]
+    counts = (table.loc[several, cols].astype(str).groupby(ident[several].to_numpy(), sort=False)
+              .nunique(dropna=False)) if cols else pd.DataFrame()
+    differ = set(counts.index[(counts > 1).any(axis=1)]) if cols else set()
+    drop = ident.isin(differ) | ident.duplicated()
+
+    def named(mask: pd.Series) -> str:
+        first = table[mask & ~ident.duplicated()]
+        cells = [f"{row[LABEL]}, seed {row[SEED]}" for _, row in first.head(3).iterrows()]
+        more = f" and {len(first) - 3:,} more" if len(first) > 3 else ""
+        return "; ".join(cells) + more
+
+    if differ:
+        print(f"warning: a committed table without run ids has rows of one cell and seed with "
+              f"different results ({named(ident.isin(differ))}); they are not used",
+              file=sys.stderr)
+    same = several & ~ident.isin(differ)
+    if same.any():
+        print(f"warning: a committed table without run ids holds the row of a cell and seed "
+              f"more than once ({named(same)}; the same results); it is used once",
+              file=sys.stderr)
+    return drop.to_numpy()
 
 
 def _params_disagree(table: pd.DataFrame, by_id: dict) -> None:
@@ -1966,24 +2060,40 @@ def _second_rows(table: pd.DataFrame, by_id: dict) -> pd.Series:
     second row of one run (a copy, an older training); each id's rows are flagged with a
     warning. The report counted the seed once (the first row, whichever it was) while
     ``export`` exported both, '4 runs' of a 3-seed cell."""
-    ids = table[RUN_ID].astype(str)
+    ids = _row_ids(table)
     held: dict[tuple, list] = {}  # (label, seed) -> planned runs with a row here
     for rid in dict.fromkeys(ids):
         r = by_id.get(rid)
         if r is not None:
             held.setdefault((str(r.label), norm(r.seed)), []).append(r)
     second = []
+    said = []  # 'the run <id> (<label>, seed <s>) ... under <other id>' of each
+    cols = _Columns(table)  # each column read once: a frame per row id took 1 ms a row (a
+    # minute for a table of 60,000 copies of its rows under other ids)
+    flats: dict[str, dict] = {}
     for rid, pos in table.groupby(ids, sort=False).indices.items():  # one grouping, not a
         if rid in by_id:  # mask over the table per id (quadratic, as ``consistent_rows`` was)
             continue
-        rows = table.iloc[pos]
-        key = (str(rows[LABEL].iloc[0]), norm(rows[SEED].iloc[0]))
-        twin = next((r for r in held.get(key, []) if not _other_cell(rows, r)), None)
+        key = (str(cols.raw(LABEL)[pos[0]]), norm(cols.raw(SEED)[pos[0]]))
+        cands = held.get(key, [])
+        rows = cols.rows(pos) if cands else None
+        twin = next((r for r in cands if not _other_cell(rows, r, flats)), None)
         if twin is not None:
-            print(f"warning: a committed table has the run {twin.run_id} ({key[0]}, seed "
-                  f"{twin.seed}) twice, under its id and under {rid}; the row of {rid} is not used",
-                  file=sys.stderr)
+            said.append((twin, key[0], rid))
             second.append(rid)
+    if len(said) == 1:
+        twin, label, rid = said[0]
+        print(f"warning: a committed table has the run {twin.run_id} ({label}, seed "
+              f"{twin.seed}) twice, under its id and under {rid}; the row of {rid} is not used",
+              file=sys.stderr)
+    elif said:  # one warning (a line per row: 60,000 lines for 60,000 such rows)
+        named = "; ".join(f"{t.run_id} ({lab}, seed {t.seed}) under {rid}"
+                          for t, lab, rid in said[:3])
+        more = f"; and {len(said) - 3:,} more" if len(said) > 3 else ""
+        print(f"warning: a committed table holds planned runs' rows under {len(said):,} other "
+              f"ids too, beside their own ({named}{more}); the rows under the other ids are not "
+              "used",
+              file=sys.stderr)
     return ids.isin(second)
 
 
