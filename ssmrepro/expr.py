@@ -20,6 +20,7 @@ import ast
 import functools
 import math
 import operator
+from collections.abc import Callable
 from numbers import Real
 from typing import Any
 
@@ -152,6 +153,65 @@ def _size(tree: ast.Expression) -> int:
     """``size`` of one parsed text, counted once (a spec's cases may repeat an expression in
     every profile's sweep, through YAML aliases)."""
     return sum(1 for _ in ast.walk(tree))
+
+
+def interval(expr: str, ranges: Callable[[str], tuple[float, float] | None]
+             ) -> tuple[float, float]:
+    """[lo, hi] holding every value ``expr`` can take where each name lies in ``ranges(name)``
+    (None: any value), by interval arithmetic over its syntax: sound (no value lies outside;
+    the bounds may be wider, ``a - a`` gives [-1, 1] for accuracies), within
+    ±:data:`MAX_MAGNITUDE` (past it an expression has no value). Numbers, names, signs, + - *
+    /, min, max and abs are followed; anything else (a power, a comparison, another function)
+    may take any value. A claim on ``(test.acc)`` or ``1 * test.acc`` was given the range of any
+    expression, ±1e12: ``>= 0`` on it, or a spread tolerance of 5, could not fail and passed
+    `validate`."""
+    top = float(MAX_MAGNITUDE)
+    anything = (-top, top)
+
+    def clip(lo: float, hi: float) -> tuple[float, float]:
+        return min(max(lo, -top), top), max(min(hi, top), -top)
+
+    def iv(node: ast.AST) -> tuple[float, float]:
+        if isinstance(node, ast.Expression):
+            return iv(node.body)
+        if isinstance(node, ast.Constant) and _is_number(node.value):
+            return clip(float(node.value), float(node.value))
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            name = _dotted(node)
+            got = ranges(name) if name is not None else None
+            return anything if got is None else clip(float(got[0]), float(got[1]))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
+            lo, hi = iv(node.operand)
+            return (lo, hi) if isinstance(node.op, ast.UAdd) else (-hi, -lo)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult,
+                                                                ast.Div)):
+            (a, b), (c, d) = iv(node.left), iv(node.right)
+            if isinstance(node.op, ast.Add):
+                return clip(a + c, b + d)
+            if isinstance(node.op, ast.Sub):
+                return clip(a - d, b - c)
+            if isinstance(node.op, ast.Div):
+                if c <= 0 <= d:  # a divisor that may be 0 (or near it): any value
+                    return anything
+                c, d = 1 / d, 1 / c
+            ends = [a * c, a * d, b * c, b * d]
+            return clip(min(ends), max(ends))
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args
+                and node.func.id in ("min", "max", "abs") and not node.keywords):
+            args = [iv(a) for a in node.args]
+            if node.func.id == "min":
+                return min(a[0] for a in args), min(a[1] for a in args)
+            if node.func.id == "max":
+                return max(a[0] for a in args), max(a[1] for a in args)
+            if len(args) == 1:
+                lo, hi = args[0]
+                return (lo, hi) if lo >= 0 else (-hi, -lo) if hi <= 0 else (0.0, max(-lo, hi))
+        return anything
+
+    try:
+        return iv(_parse(expr))
+    except ExprError:
+        return anything
 
 
 def normal_form(expr: str) -> str:

@@ -3337,8 +3337,10 @@ def test_a_claim_on_a_threshold_or_clamp_of_a_metric_is_not_called_constant(tmp_
     """The constant check probed metrics at 0.37 and up only, each name above the one before:
     `test.acc >= 0.3`, `min(test.acc, 0.3)` and `test.acc > val.acc` were refused as 'one value
     whatever the metrics are', though each depends on them; and up to 10^6 only, so a threshold
-    above it (`test.loss > 1e7`, `n_params > 2e6` where n_params is aggregated) was too."""
-    claim = {"text": "t", "where": {"label": "S6"}, "metric": metric, "op": ">=", "value": 0.5}
+    above it (`test.loss > 1e7`, `n_params > 2e6` where n_params is aggregated) was too.
+    (`min(test.acc, 0.3) >= 0.5` never holds, and is refused as such: its claim is >= 0.25.)"""
+    value = 0.25 if metric.startswith("min(") else 0.5
+    claim = {"text": "t", "where": {"label": "S6"}, "metric": metric, "op": ">=", "value": value}
     res = _invoke("validate", write_spec(tmp_path, claims=[claim]))
     assert res.exit_code == 0, res.output
 
@@ -26521,8 +26523,9 @@ def test_r53c_tolerances_and_bounds_that_cannot_fail_are_refused(tmp_path):
         _assert_refused(res, said)
     for claim, said in (
             ({"op": "<=", "value": 1e308, "metric": "2 * test.loss"},
-             "claims.0.value: 2 * test.loss <= 1e+308 holds for every run (an expression's "
-             "value lies within ±1e+12, past which it has none)"),
+             "claims.0.value: 2 * test.loss <= 1e+308 holds for every run (2 * test.loss "
+             "lies in [0, 1e+12] where its metrics lie in their ranges; past ±1e+12 an "
+             "expression has no value)"),
             ({"op": ">", "value": 1e300, "metric": "2 * test.loss"},
              "claims.0.value: 2 * test.loss > 1e+300 never holds"),
             ({"op": "<=", "value": 1e308, "metric": "test.loss.std"},
@@ -27642,3 +27645,29 @@ def test_r53i_a_curves_table_without_run_ids_is_no_repeat_of_a_seed(tmp_path):
     assert "without run ids" not in said, said
     report = (folder / "report-smoke.md").read_text()
     assert "2 runs expected, 2 finished" in report, report
+
+
+def test_r54_a_metric_wrapped_in_an_expression_keeps_its_range():
+    """`(test.acc)` or `1 * test.acc` was given the range of any expression (±1e12): a claim
+    `(test.acc) >= 0` or a spread tolerance of 5 on `1 * test.acc` could not fail and passed
+    `validate`. An expression's range is worked out from its metrics' (``expr.interval``)."""
+    from ssmrepro import expr
+    from ssmrepro.plots.outputs import _always_holds, _any_accuracy, _bounded_range
+
+    acc = {"test.acc": (0.0, 1.0), "val.acc": (0.0, 1.0)}.get
+    assert expr.interval("(test.acc)", acc) == (0.0, 1.0)
+    assert expr.interval("1 - 2 * test.acc", acc) == (-1.0, 1.0)
+    assert expr.interval("abs(test.acc - 0.5) * 100", acc) == (0.0, 50.0)
+    assert expr.interval("min(test.acc, val.acc) / 2", acc) == (0.0, 0.5)
+    top = float(expr.MAX_MAGNITUDE)
+    assert expr.interval("test.acc / val.acc", acc) == (-top, top)  # (a divisor of 0)
+    assert expr.interval("test.acc ** 2", acc) == (-top, top)  # (not followed: any value)
+    assert expr.interval("test.loss * 2", acc) == (-top, top)
+    assert _bounded_range("(test.acc)")[:2] == (0.0, 1.0)
+    assert _bounded_range("2 * test.loss")[:2] == (0.0, top)  # (a loss is never below 0)
+    (said,) = _always_holds("s.yaml", [("claims.0", "(test.acc)", ">=", 0.0)])
+    assert "holds for every run" in said and "cannot fail" in said
+    assert _always_holds("s.yaml", [("claims.0", "(test.acc)", ">=", 0.5)]) == []
+    (said,) = _any_accuracy("s.yaml", "claims.0.tol", "1 * test.acc", 5.0)
+    assert "admits any value" in said
+    assert _any_accuracy("s.yaml", "claims.0.tol", "test.acc - val.acc", 0.5) == []

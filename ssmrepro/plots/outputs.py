@@ -832,7 +832,8 @@ def _bounded_range(metric: str, spread: dict[str, str] | None = None,
     half of m's range]; a parameter count's: [0, ``_MAX_COUNT``]."""
     base = (spread or {}).get(metric, metric)
     if _is_expression(metric):
-        return -float(expr.MAX_MAGNITUDE), float(expr.MAX_MAGNITUDE), "an expression's value"
+        lo, hi = _expression_range(metric, spread, loss_max)
+        return lo, hi, "an expression's value"
     if is_accuracy(base):
         return 0.0, 1.0, "accuracies"
     if loss_max is not None and is_loss(base):
@@ -847,6 +848,19 @@ def _bounded_range(metric: str, spread: dict[str, str] | None = None,
 
 
 _MAX_COUNT = float(2**63 - 1)  # a parameter count: torch counts elements in 64-bit integers
+
+
+def _expression_range(metric: str, spread: dict[str, str] | None,
+                      loss_max: float | None) -> tuple[float, float]:
+    """The values the expression ``metric`` can take (``expr.interval``), each metric it names
+    within its own range (``_bounded_range``; any value where it has none)."""
+    def of(name: str) -> tuple[float, float] | None:
+        rng = _bounded_range(name, spread, loss_max)
+        if rng is not None:
+            return rng[:2]
+        return (0.0, float("inf")) if is_loss((spread or {}).get(name, name)) else None
+
+    return expr.interval(metric, of)
 
 
 def _is_expression(metric: str) -> bool:
@@ -959,7 +973,11 @@ def _bounded(metric: str, v: float, spread: dict[str, str] | None,
     base = (spread or {}).get(metric, metric)
     if _is_expression(metric):  # (past MAX_MAGNITUDE an expression has no value: a miss)
         m = float(expr.MAX_MAGNITUDE)
-        return -m, m, f"an expression's value lies within ±{m:g}, past which it has none"
+        lo, hi = _expression_range(metric, spread, loss_max)
+        if (lo, hi) == (-m, m):
+            return -m, m, f"an expression's value lies within ±{m:g}, past which it has none"
+        return lo, hi, (f"{metric} lies in [{lo:g}, {hi:.4g}] where its metrics lie in "
+                        f"their ranges; past ±{m:g} an expression has no value")
     if metric_range_problem(base, [v]):
         return None, None, ""
     if is_accuracy(base):
