@@ -193,8 +193,11 @@ def interval(expr: str, ranges: Callable[[str], tuple[float, float] | None]
             if isinstance(node.op, ast.Div):
                 if c <= 0 <= d:  # a divisor that may be 0 (or near it): any value
                     return anything
-                c, d = 1 / d, 1 / c
-            ends = [a * c, a * d, b * c, b * d]
+                # divided as evaluated, not times 1 / divisor: 1 / 1e-310 is inf and 0 * inf
+                # NaN (a paper value on 'test.acc / 1e-310' was refused as outside [nan, nan])
+                ends = [a / c, a / d, b / c, b / d]
+            else:
+                ends = [a * c, a * d, b * c, b * d]
             return clip(min(ends), max(ends))
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args
                 and node.func.id in ("min", "max", "abs") and not node.keywords):
