@@ -27694,3 +27694,30 @@ def test_r53j_an_expression_divided_by_a_tiny_number_has_no_nan_range():
     (said,) = _unreachable("s.yaml", [("paper.0", "test.acc / 0.5", 3.0)])
     assert "[0, 2]" in said
 
+
+def test_r53j_an_expression_ending_in_a_metric_name_is_no_accuracy(tmp_path):
+    """`test.acc - val.acc` ends in '.acc' (`1 - test.loss` in '.loss'): a value of -0.05 on it
+    (95 on `100 * test.acc`) was told 'an accuracy outside [0, 1] (a percentage? accuracies are
+    fractions)' ('a negative loss'), values it can take: `validate` of a paper value on such an
+    expression put that beside the one true reason (no run records it). An expression's range
+    is its own (``expr.interval``)."""
+    from ssmrepro.plots.outputs import _unreachable
+
+    assert _unreachable("s.yaml", [("p.0", "test.acc - val.acc", -0.05),
+                                   ("p.1", "1 - test.loss", -0.5),
+                                   ("p.2", "100 * test.acc", 95.0)]) == []
+    (said,) = _unreachable("s.yaml", [("p.0", "100 * test.acc", 101.0)])
+    assert "outside the range of an expression's value ([0, 100])" in said, said
+    assert "percentage" not in said
+    (said,) = _unreachable("s.yaml", [("p.0", "test.acc", 95.0)])  # (a name: as it was)
+    assert "an accuracy outside [0, 1] (a percentage? accuracies are fractions)" in said
+    spec = write_spec(tmp_path)
+    raw = yaml.safe_load(spec.read_text())
+    raw.setdefault("aggregate", {})["metrics"] = ["test.acc", "val.acc", "test.acc - val.acc"]
+    raw["paper_values"] = [{"where": {"label": "S6"}, "metric": "test.acc - val.acc",
+                            "value": -0.05, "tol": 0.01}]
+    spec.write_text(yaml.safe_dump(raw))
+    res = _invoke("validate", spec)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and "'test.acc - val.acc': no run records it" in said, said
+    assert "percentage" not in said and "outside [0, 1]" not in said, said

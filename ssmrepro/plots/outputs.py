@@ -948,7 +948,10 @@ def _unreachable(path: str, values: list[tuple[str, str, float]],
     ``_never_holds``' or ``_always_holds``', which say which)."""
     out = []
     for key, metric, v in values:
-        base = (spread or {}).get(metric, metric)
+        # an expression is no metric's name: its range is its own (``_bounded_range``);
+        # 'test.acc - val.acc' ends in '.acc', and a paper value or claim bound of -0.05 on it
+        # (`100 * test.acc`: 95) was refused as 'an accuracy outside [0, 1]'
+        base = "" if _is_expression(metric) else (spread or {}).get(metric, metric)
         # a share's range, a seed spread's (half its metric's: of float32 losses too), a count's
         rng = _bounded_range(metric, spread, loss_max)
         why = metric_range_problem(base, [v]) or (  # a paper value n_params -5 never matched
