@@ -27676,8 +27676,8 @@ def test_r54_a_metric_wrapped_in_an_expression_keeps_its_range():
 def test_r53j_an_expression_divided_by_a_tiny_number_has_no_nan_range():
     """``expr.interval`` divided by multiplying with 1 / divisor: 1 / 1e-310 is inf, 0 * inf
     NaN, so 'test.acc / 1e-310' had the range [nan, nan] (where the CPU does not flush
-    subnormals) and a reachable paper value of 0.5 on it was refused as outside it, a spread
-    tolerance of 0.1 as admitting any value."""
+    subnormals): a value of 0.5 on it was told outside it, a spread claim's tolerance of 0.1
+    'admits any value' (`validate` of such a claim put that beside its one true reason)."""
     from ssmrepro import expr
     from ssmrepro.plots.outputs import _any_accuracy, _unreachable
 
