@@ -2257,7 +2257,10 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
     ``--set`` include it, so that the `run` of that spec, which reads no store but its own and
     those it reuses, finds the claim and the record there. Of several such specs, the one that
     reuses fewest (then by paper and id): every spec of a chain or loop of reuse picks the same
-    store. A spec without that profile, or that ``overrides`` do not apply to, shares nothing."""
+    store. A spec without that profile, or that ``overrides`` do not apply to, shares nothing;
+    nor does one whose store cannot be written (``_cannot_home``): a reused spec's folder that
+    is a file, or a link outside ``out``, made `run` of the spec reusing it fail (exit 2), which
+    only reads it (its runs count as not done, with a warning) and records them in its own."""
     from .spec import SpecError
     from .sweep import expand
 
@@ -2270,11 +2273,27 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
         except (SpecError, ValueError):
             continue
         rank = (len(reused_specs(other)), other.paper, other.id)
+        if _cannot_home(results_dir(other, out)):
+            continue
         for r in theirs:
             if r.run_id in wanted and rank < best[r.run_id]:
                 best[r.run_id] = rank
                 homes[r.run_id] = results_dir(other, out)
     return homes
+
+
+def _cannot_home(root: Path) -> bool:
+    """Whether runs cannot be claimed and recorded in the store at ``root`` (``shared_homes``):
+    it, its ``runs/`` or ``claims/`` is no folder (a file, a FIFO, a link loop, under a file),
+    or a link of it leads outside the results root (``Store.check_links``)."""
+    if any(folder_problem(p) not in (None, "no such folder")
+           for p in (root, root / "runs", root / "claims")):
+        return True
+    try:
+        Store(root).check_links(files=False)
+    except LinkOutside:
+        return True
+    return False
 
 
 def output_name(spec, profile: str, stem: str, ext: str, tag: str = "") -> str:

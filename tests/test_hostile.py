@@ -27671,3 +27671,46 @@ def test_r54_a_metric_wrapped_in_an_expression_keeps_its_range():
     (said,) = _any_accuracy("s.yaml", "claims.0.tol", "1 * test.acc", 5.0)
     assert "admits any value" in said
     assert _any_accuracy("s.yaml", "claims.0.tol", "test.acc - val.acc", 0.5) == []
+
+
+@pytest.mark.parametrize("spoil", ["file", "runs-file", "link-outside", "loop"])
+def test_r53k_a_reused_spec_whose_store_cannot_be_written_homes_no_shared_run(
+        tmp_path, monkeypatch, spoil):
+    """rb reuses ra and they share a run, which rb's `run` claims and records in ra's store. Where
+    ra's results folder (or its runs/) is a file, a link outside --out or a link loop, rb's
+    `run` failed, exit 2 ('cannot use .../ra: exists and is not a folder'), though it only
+    reads ra's store (a warning: its runs count as not done): the run is homed in rb's own."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import shared_homes
+
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    s4d = {"label": "S4D", "set": {"model.mixer": "s4d"}}
+    _one_run_spec(folder, name="ra", sweep=[{"cases": [s4d]}])
+    _one_run_spec(folder, name="rb", reuse=["ra"], sweep=[{"cases": [s4d]}])
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    rb, out = load_spec(folder / "rb.yaml"), tmp_path / "out"
+    (rid,) = _ids(rb)
+    assert shared_homes(rb, "smoke", None, out, [rid]) == {rid: out / "tests/ra"}
+    ra = out / "tests/ra"
+    ra.parent.mkdir(parents=True)
+    if spoil == "file":
+        ra.write_text("x")
+    elif spoil == "runs-file":
+        ra.mkdir()
+        (ra / "runs").write_text("x")
+    elif spoil == "link-outside":
+        (tmp_path / "elsewhere").mkdir()
+        ra.symlink_to(tmp_path / "elsewhere")
+    else:
+        ra.symlink_to(ra)
+    assert shared_homes(rb, "smoke", None, out, [rid]) == {}
+    if spoil == "file":  # rb's `run` goes on (its own store), as it did before runs were homed
+        res = _invoke("run", "rb", "--profile", "smoke", "--out", out, "--no-plot",
+                      "--no-calibrate", "--workers", "1", env={"SSMREPRO_ROOT": str(root)})
+        assert res.exit_code == 0 and "trained 1 run" in res.output, res.output
+        assert "cannot read the run records" in res.output, res.output
+        assert (out / f"tests/rb/runs/{rid}.json").is_file() and ra.read_text() == "x"
+    assert not (tmp_path / "elsewhere").exists() or not any((tmp_path / "elsewhere").iterdir())
