@@ -2260,7 +2260,8 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
     store. A spec without that profile, or that ``overrides`` do not apply to, shares nothing;
     nor does one whose store cannot be written (``_cannot_home``): a reused spec's folder that
     is a file, or a link outside ``out``, made `run` of the spec reusing it fail (exit 2), which
-    only reads it (its runs count as not done, with a warning) and records them in its own."""
+    only reads it (its runs count as not done, with a warning) and records them in its own;
+    nor one that keeps more of a run than ``spec`` does (``_needs_more``)."""
     from .spec import SpecError
     from .sweep import expand
 
@@ -2273,7 +2274,7 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
         except (SpecError, ValueError):
             continue
         rank = (len(reused_specs(other)), other.paper, other.id)
-        if _cannot_home(results_dir(other, out)):
+        if _cannot_home(results_dir(other, out)) or _needs_more(other, spec):
             continue
         for r in theirs:
             if r.run_id in wanted and rank < best[r.run_id]:
@@ -2294,6 +2295,16 @@ def _cannot_home(root: Path) -> bool:
     except LinkOutside:
         return True
     return False
+
+
+def _needs_more(other, spec) -> bool:
+    """Whether ``other`` keeps more of a run than ``spec``'s `run` records: its saved weights,
+    or an `analysis` that ``spec`` does not record. A run ``spec`` recorded in ``other``'s store
+    was not done there (``Store.is_done``): its `run` warned that the weights were lost and
+    trained it again."""
+    def kept(s) -> set:
+        return {a for a in s.analysis if a in ANALYSES} | ({"weights"} if s.save_weights else set())
+    return not kept(other) <= kept(spec)
 
 
 def output_name(spec, profile: str, stem: str, ext: str, tag: str = "") -> str:

@@ -27714,3 +27714,28 @@ def test_r53k_a_reused_spec_whose_store_cannot_be_written_homes_no_shared_run(
         assert "cannot read the run records" in res.output, res.output
         assert (out / f"tests/rb/runs/{rid}.json").is_file() and ra.read_text() == "x"
     assert not (tmp_path / "elsewhere").exists() or not any((tmp_path / "elsewhere").iterdir())
+
+
+def test_r53k_a_run_is_homed_only_in_a_store_that_keeps_no_more_of_it(tmp_path, monkeypatch):
+    """ra keeps its runs' weights, rb (reusing ra) does not: rb's `run` recorded the shared run
+    in ra's store without them, and ra's `show` and `run` warned 'has its record but not its
+    saved weights' and trained it again. Such a run stays in rb's store; the other way round
+    (rb keeps weights, ra not) it is homed in ra's, its weights with it."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import shared_homes
+
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    s4d = {"label": "S4D", "set": {"model.mixer": "s4d"}}
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    out = tmp_path / "out"
+    for ra_keeps, homed in ((True, False), (False, True)):
+        _one_run_spec(folder, name="ra", sweep=[{"cases": [s4d]}], save_weights=ra_keeps)
+        _one_run_spec(folder, name="rb", reuse=["ra"], sweep=[{"cases": [s4d]}],
+                      save_weights=not ra_keeps)
+        rb = load_spec(folder / "rb.yaml")
+        (rid,) = _ids(rb)
+        want = {rid: out / "tests/ra"} if homed else {}
+        assert shared_homes(rb, "smoke", None, out, [rid]) == want, ra_keeps
