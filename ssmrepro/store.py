@@ -1019,16 +1019,17 @@ class Store:
         return False
 
     def _foreign_weights(self, root: Path, run_id: str, path: Path,
-                         st: os.stat_result | None = None) -> bool:
+                         st: os.stat_result | None = None, rec: dict | None = None) -> bool:
         """Whether the weights file ``path`` is not the one the run's record in ``root`` names
         (its SHA-256 differs; False where the record names none, as before digests). Hashed
         once per state of the file (path, inode, size, mtime) and process: `run` checks it in
         ``is_done`` and `plot` when it loads the weights."""
-        digest = self._weights_digest(root, run_id)
+        rec = self._weights_record(root, run_id) if rec is None else rec  # once for both
+        digest = self._weights_digest(root, run_id, rec)
         if digest is None:
             return False
         st = path.stat() if st is None else st
-        if self._weights_size_problem(root, run_id, st.st_size):  # hashed at any size: a
+        if self._weights_size_problem(root, run_id, st.st_size, rec=rec):  # hashed at any size: a
             return True  # sparse `truncate -s 1T` file was read whole by `run`, `show`, `plot`
         key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
         if key not in self._checked:
@@ -1064,16 +1065,24 @@ class Store:
         return {WEIGHTS_DIGEST: hashlib.sha256(buf.getvalue()).hexdigest(),
                 WEIGHTS_BYTES: len(buf.getvalue())}
 
-    def _weights_size_problem(self, folder: Path, run_id: str, size: int,
-                              larger: bool = False) -> str | None:
-        """Why a weights file of ``size`` bytes cannot be the one the run's record in ``folder``
-        names, without reading it: not the size the record gives (``larger``: more than it), or
-        (a record without it) more than ``BYTES_PER_PARAM`` bytes a parameter of the run could
-        need; None otherwise."""
+    @staticmethod
+    def _weights_record(folder: Path, run_id: str) -> dict | None:
+        """The run's record in ``folder`` as its weights are checked against it (their digest
+        and size), None where it is unreadable or no mapping (``read`` says why). Read once per
+        check: ``is_done`` read it three times (``read``, the digest, the size) per run."""
         try:
             rec = json.loads(read_small(folder / f"{run_id}.json", MAX_RECORD_BYTES))
         except (OSError, ValueError, RecursionError):
             return None
+        return rec if isinstance(rec, dict) else None
+
+    def _weights_size_problem(self, folder: Path, run_id: str, size: int,
+                              larger: bool = False, rec: dict | None = None) -> str | None:
+        """Why a weights file of ``size`` bytes cannot be the one the run's record in ``folder``
+        (``rec``, where it was read already) names, without reading it: not the size the record
+        gives (``larger``: more than it), or (a record without it) more than
+        ``BYTES_PER_PARAM`` bytes a parameter of the run could need; None otherwise."""
+        rec = self._weights_record(folder, run_id) if rec is None else rec
         if not isinstance(rec, dict) or not isinstance(rec.get(WEIGHTS_DIGEST), str):
             return None
         named, n = rec.get(WEIGHTS_BYTES), rec.get("n_params")
@@ -1085,14 +1094,13 @@ class Store:
         return None if size <= most else (f"{size:,} bytes, more than the {most:,} its run's "
                                           "model could need")
 
-    def _weights_digest(self, folder: Path, run_id: str) -> str | None:
-        """The SHA-256 that the run's record in ``folder`` gives its weights; None where there
-        is none to compare with (a record written before records named it, or no readable
-        record: ``read`` says why, and the run is trained again)."""
-        try:
-            rec = json.loads(read_small(folder / f"{run_id}.json", MAX_RECORD_BYTES))
-        except (OSError, ValueError, RecursionError):
-            return None
+    def _weights_digest(self, folder: Path, run_id: str,
+                        rec: dict | None = None) -> str | None:
+        """The SHA-256 that the run's record in ``folder`` (``rec``, where it was read already)
+        gives its weights; None where there is none to compare with (a record written before
+        records named it, or no readable record: ``read`` says why, and the run is trained
+        again)."""
+        rec = self._weights_record(folder, run_id) if rec is None else rec
         digest = rec.get(WEIGHTS_DIGEST) if isinstance(rec, dict) else None
         return digest if isinstance(digest, str) else None
 
@@ -1112,7 +1120,9 @@ class Store:
             try:
                 if not path.is_file():
                     raise ValueError("not a regular file")
-                why = self._weights_size_problem(root, run_id, path.stat().st_size, larger=True)
+                rec = self._weights_record(root, run_id)  # (once: size here, digest below)
+                why = self._weights_size_problem(root, run_id, path.stat().st_size, larger=True,
+                                                 rec=rec)
                 if why:  # not read: torch.load of a padded zip read what its entries said
                     # (a smaller file is loaded, to say why it is not theirs)
                     raise ValueError(f"{FOREIGN_WEIGHTS}: {why}")
@@ -1146,7 +1156,7 @@ class Store:
             except WeightsDoNotFit as err:  # another model's weights (a traceback in `plot`)
                 self._distrust_weights(path, str(err), quarantine=k == 0)
                 continue
-            if self._foreign_weights(root, run_id, path):  # the same shapes: another seed's
+            if self._foreign_weights(root, run_id, path, rec=rec):  # the same shapes: another seed's
                 # weights copied in were loaded as this run's without a word
                 self._distrust_weights(path, FOREIGN_WEIGHTS, quarantine=k == 0)
                 continue
@@ -2247,7 +2257,11 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
     ``--set`` include it, so that the `run` of that spec, which reads no store but its own and
     those it reuses, finds the claim and the record there. Of several such specs, the one that
     reuses fewest (then by paper and id): every spec of a chain or loop of reuse picks the same
-    store. A spec without that profile, or that ``overrides`` do not apply to, shares nothing."""
+    store. A spec without that profile, or that ``overrides`` do not apply to, shares nothing;
+    nor does one whose store cannot be written (``_cannot_home``): a reused spec's folder that
+    is a file, or a link outside ``out``, made `run` of the spec reusing it fail (exit 2), which
+    only reads it (its runs count as not done, with a warning) and records them in its own;
+    nor one that keeps more of a run than ``spec`` does (``_needs_more``)."""
     from .spec import SpecError
     from .sweep import expand
 
@@ -2260,11 +2274,37 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
         except (SpecError, ValueError):
             continue
         rank = (len(reused_specs(other)), other.paper, other.id)
+        if _cannot_home(results_dir(other, out)) or _needs_more(other, spec):
+            continue
         for r in theirs:
             if r.run_id in wanted and rank < best[r.run_id]:
                 best[r.run_id] = rank
                 homes[r.run_id] = results_dir(other, out)
     return homes
+
+
+def _cannot_home(root: Path) -> bool:
+    """Whether runs cannot be claimed and recorded in the store at ``root`` (``shared_homes``):
+    it, its ``runs/`` or ``claims/`` is no folder (a file, a FIFO, a link loop, under a file),
+    or a link of it leads outside the results root (``Store.check_links``)."""
+    if any(folder_problem(p) not in (None, "no such folder")
+           for p in (root, root / "runs", root / "claims")):
+        return True
+    try:
+        Store(root).check_links(files=False)
+    except LinkOutside:
+        return True
+    return False
+
+
+def _needs_more(other, spec) -> bool:
+    """Whether ``other`` keeps more of a run than ``spec``'s `run` records: its saved weights,
+    or an `analysis` that ``spec`` does not record. A run ``spec`` recorded in ``other``'s store
+    was not done there (``Store.is_done``): its `run` warned that the weights were lost and
+    trained it again."""
+    def kept(s) -> set:
+        return {a for a in s.analysis if a in ANALYSES} | ({"weights"} if s.save_weights else set())
+    return not kept(other) <= kept(spec)
 
 
 def output_name(spec, profile: str, stem: str, ext: str, tag: str = "") -> str:

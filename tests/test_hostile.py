@@ -27721,3 +27721,71 @@ def test_r53j_an_expression_ending_in_a_metric_name_is_no_accuracy(tmp_path):
     said = " ".join(res.output.split())
     assert res.exit_code == 2 and "'test.acc - val.acc': no run records it" in said, said
     assert "percentage" not in said and "outside [0, 1]" not in said, said
+
+
+@pytest.mark.parametrize("spoil", ["file", "runs-file", "link-outside", "loop"])
+def test_r53k_a_reused_spec_whose_store_cannot_be_written_homes_no_shared_run(
+        tmp_path, monkeypatch, spoil):
+    """rb reuses ra and they share a run, which rb's `run` claims and records in ra's store. Where
+    ra's results folder (or its runs/) is a file, a link outside --out or a link loop, rb's
+    `run` failed, exit 2 ('cannot use .../ra: exists and is not a folder'), though it only
+    reads ra's store (a warning: its runs count as not done): the run is homed in rb's own."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import shared_homes
+
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    s4d = {"label": "S4D", "set": {"model.mixer": "s4d"}}
+    _one_run_spec(folder, name="ra", sweep=[{"cases": [s4d]}])
+    _one_run_spec(folder, name="rb", reuse=["ra"], sweep=[{"cases": [s4d]}])
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    rb, out = load_spec(folder / "rb.yaml"), tmp_path / "out"
+    (rid,) = _ids(rb)
+    assert shared_homes(rb, "smoke", None, out, [rid]) == {rid: out / "tests/ra"}
+    ra = out / "tests/ra"
+    ra.parent.mkdir(parents=True)
+    if spoil == "file":
+        ra.write_text("x")
+    elif spoil == "runs-file":
+        ra.mkdir()
+        (ra / "runs").write_text("x")
+    elif spoil == "link-outside":
+        (tmp_path / "elsewhere").mkdir()
+        ra.symlink_to(tmp_path / "elsewhere")
+    else:
+        ra.symlink_to(ra)
+    assert shared_homes(rb, "smoke", None, out, [rid]) == {}
+    if spoil == "file":  # rb's `run` goes on (its own store), as it did before runs were homed
+        res = _invoke("run", "rb", "--profile", "smoke", "--out", out, "--no-plot",
+                      "--no-calibrate", "--workers", "1", env={"SSMREPRO_ROOT": str(root)})
+        assert res.exit_code == 0 and "trained 1 run" in res.output, res.output
+        assert "cannot read the run records" in res.output, res.output
+        assert (out / f"tests/rb/runs/{rid}.json").is_file() and ra.read_text() == "x"
+    assert not (tmp_path / "elsewhere").exists() or not any((tmp_path / "elsewhere").iterdir())
+
+
+def test_r53k_a_run_is_homed_only_in_a_store_that_keeps_no_more_of_it(tmp_path, monkeypatch):
+    """ra keeps its runs' weights, rb (reusing ra) does not: rb's `run` recorded the shared run
+    in ra's store without them, and ra's `show` and `run` warned 'has its record but not its
+    saved weights' and trained it again. Such a run stays in rb's store; the other way round
+    (rb keeps weights, ra not) it is homed in ra's, its weights with it."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import shared_homes
+
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    s4d = {"label": "S4D", "set": {"model.mixer": "s4d"}}
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    out = tmp_path / "out"
+    for ra_keeps, homed in ((True, False), (False, True)):
+        _one_run_spec(folder, name="ra", sweep=[{"cases": [s4d]}], save_weights=ra_keeps)
+        _one_run_spec(folder, name="rb", reuse=["ra"], sweep=[{"cases": [s4d]}],
+                      save_weights=not ra_keeps)
+        rb = load_spec(folder / "rb.yaml")
+        (rid,) = _ids(rb)
+        want = {rid: out / "tests/ra"} if homed else {}
+        assert shared_homes(rb, "smoke", None, out, [rid]) == want, ra_keeps

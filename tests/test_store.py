@@ -2,6 +2,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from ssmrepro.models import MODELS
 from ssmrepro.store import Store
@@ -273,3 +274,29 @@ def test_r53g_weights_of_another_size_are_not_read(tmp_path, monkeypatch):
         hashed.clear()
         for q in (s.runs / "quarantine").iterdir():
             q.unlink()
+
+
+def test_r53k_is_done_reads_a_record_once_to_check_its_weights(tmp_path, monkeypatch):
+    """``is_done`` of a spec that keeps weights read each run's record three times (``read``,
+    then once for the weights' digest and once more for their size): on a store of thousands
+    of records of up to 64 MB each, the check cost a third more with the size's. The weights
+    check reads it once; ``read_weights`` too, for the size and the digest."""
+    import torch
+
+    import ssmrepro.store as store_mod
+
+    s = Store(tmp_path / "out" / "tests" / "t", weights=True)
+    s.prepare()
+    rec = record(n_params=10)
+    s.write({**rec, **s.write_weights(rec["run_id"], {"w": torch.zeros(10)})})
+    reads = []
+    real = store_mod.read_small
+    monkeypatch.setattr(store_mod, "read_small",
+                        lambda p, *a, **k: reads.append(Path(p).name) or real(p, *a, **k))
+    assert s.is_done(rec["run_id"])
+    assert reads.count(f"{rec['run_id']}.json") == 2, reads  # ``read``'s, the weights check's
+    reads.clear()
+    assert s.read_weights(rec["run_id"]) is not None
+    assert reads.count(f"{rec['run_id']}.json") == 1, reads
+    os.truncate(s.weights_path(rec["run_id"]), 3)  # of another size: refused unread, as before
+    assert not s.is_done(rec["run_id"]) and not s.weights_path(rec["run_id"]).exists()
