@@ -257,11 +257,6 @@ def _holds(constraint: str, env: dict[str, Any]) -> bool:
     return value
 
 
-def axis_size(axis: Axis) -> int:
-    """How many points ``axis_points`` would give, without building them."""
-    return axis.n_points
-
-
 def axis_points(axis: Axis) -> list[tuple[list[str], dict[str, Any]]]:
     """(labels, overrides) for every point of one axis."""
     return [(labels, ov) for labels, ov, _ in _case_points(axis)]
@@ -754,7 +749,7 @@ def expand(spec: Spec, profile: str | None = None,
     seeds = prof.seeds if prof.seeds is not None else spec.seeds
     n_points = 1
     for axis in axes:
-        n_points *= axis_size(axis)
+        n_points *= axis.n_points  # (counted without building them)
         if n_points * max(1, len(seeds)) > MAX_RUNS:
             raise SpecError([f"{spec.path}: [profile {profile}] sweep: more than {MAX_RUNS:,} runs "
                              f"(the axes multiply to {n_points:,} points x {len(seeds)} seeds); "
