@@ -2269,17 +2269,18 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
     best: dict[str, tuple] = {r: (len(reused_specs(spec)), spec.paper, spec.id) for r in wanted}
     homes: dict[str, Path] = {}
     for other in reused_specs(spec):
+        root = results_dir(other, out)
+        if _needs_more(other, spec) or _cannot_home(root):  # (before its sweep is expanded)
+            continue
         try:
             theirs = expand(other, profile, overrides=overrides) or []
         except (SpecError, ValueError):
             continue
         rank = (len(reused_specs(other)), other.paper, other.id)
-        if _cannot_home(results_dir(other, out)) or _needs_more(other, spec):
-            continue
         for r in theirs:
             if r.run_id in wanted and rank < best[r.run_id]:
                 best[r.run_id] = rank
-                homes[r.run_id] = results_dir(other, out)
+                homes[r.run_id] = root
     return homes
 
 
