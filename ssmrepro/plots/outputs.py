@@ -2015,10 +2015,7 @@ def _seed_repeats(table: pd.DataFrame, runs: list) -> np.ndarray:
     several = ident.duplicated(keep=False)
     if not several.any():
         return np.zeros(len(table), dtype=bool)
-    cols = [c for c in table.columns if is_metric_column(c) or c == STATUS]
-    counts = (table.loc[several, cols].astype(str).groupby(ident[several].to_numpy(), sort=False)
-              .nunique(dropna=False)) if cols else pd.DataFrame()
-    differ = set(counts.index[(counts > 1).any(axis=1)]) if cols else set()
+    differ = _disagreeing(table, ident)  # (a cell and seed's rows as one run's)
     drop = ident.isin(differ) | ident.duplicated()
 
     def named(mask: pd.Series) -> str:
