@@ -54,8 +54,7 @@ def _budget(device: str) -> int:
     return 2 << 30
 
 
-def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None,
-                   need: MemoryNeed | None = None) -> int:
+def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> int:
     """Largest pack of these (same-shape) runs whose training activations fit the budget (CPU:
     2 GiB, GPU: half its free memory) and whose whole estimate (``train.pack_need``: the
     members' parameters with their gradients and Adam moments, and the larger of a training
@@ -66,8 +65,7 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None,
     the task's data is absent here (the size needs the sequence length, which a dataset knows
     once loaded) or the model is refused (its own check says why). Sized by the training
     activations alone, 41 runs of a 1 GB evaluation batch (51 MB of activations) made one pack
-    that allocated 22 GB in its first evaluation. ``need``: the runs' ``memory_need`` on
-    ``device``, where the caller has it."""
+    that allocated 22 GB in its first evaluation."""
     if not runs:
         return 1
     from ..tasks import DataUnavailable
@@ -80,12 +78,11 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None,
         avail = available_memory(device)
         room = UNBOUNDED if avail is None else pack_room(avail)
     try:
-        need = need or memory_need(runs[0], device)  # (one member: the model is readable)
+        return largest_pack(runs[0], device, room, cap, budget)
     except DataUnavailable:  # a dataset not present here (a dry run of a paper profile): the
         return 1  # real run loads the data and sizes its packs then
     except ValueError:  # a model its blocks refuse: memory_problem reports it
         return 1
-    return largest_pack(runs[0], device, room, cap, budget)
 
 
 def pack_memory(p: Pack) -> int:
@@ -192,11 +189,11 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
     avail = available if available is not None or not groups else available_memory(device)
     packs = []
     for key, rs in groups.items():
-        try:  # once per shape: the pack size and the evaluation chunk read it
+        try:  # once per shape: the evaluation chunk of a pack of 1 reads it
             need = memory_need(rs[0], device) if hasattr(rs[0].model, "to_backbone") else None
         except (DataUnavailable, ValueError):  # (each reader says or handles it on its own)
             need = None
-        cap = auto_pack_size(rs, device, budget_bytes, need)
+        cap = auto_pack_size(rs, device, budget_bytes)
         if costs is not None:
             c = costs.choose(rs, cap, pack_size)
         else:
