@@ -1025,11 +1025,11 @@ class Store:
         once per state of the file (path, inode, size, mtime) and process: `run` checks it in
         ``is_done`` and `plot` when it loads the weights."""
         rec = self._weights_record(root, run_id) if rec is None else rec  # once for both
-        digest = self._weights_digest(root, run_id, rec)
+        digest = self._weights_digest(rec)
         if digest is None:
             return False
         st = path.stat() if st is None else st
-        if self._weights_size_problem(root, run_id, st.st_size, rec=rec):  # hashed at any size: a
+        if self._weights_size_problem(rec, st.st_size):  # hashed at any size: a
             return True  # sparse `truncate -s 1T` file was read whole by `run`, `show`, `plot`
         key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
         if key not in self._checked:
@@ -1076,13 +1076,12 @@ class Store:
             return None
         return rec if isinstance(rec, dict) else None
 
-    def _weights_size_problem(self, folder: Path, run_id: str, size: int,
-                              larger: bool = False, rec: dict | None = None) -> str | None:
-        """Why a weights file of ``size`` bytes cannot be the one the run's record in ``folder``
-        (``rec``, where it was read already) names, without reading it: not the size the record
-        gives (``larger``: more than it), or (a record without it) more than
-        ``BYTES_PER_PARAM`` bytes a parameter of the run could need; None otherwise."""
-        rec = self._weights_record(folder, run_id) if rec is None else rec
+    @staticmethod
+    def _weights_size_problem(rec: dict | None, size: int, larger: bool = False) -> str | None:
+        """Why a weights file of ``size`` bytes cannot be the one the run's record ``rec``
+        (``_weights_record``) names, without reading it: not the size the record gives
+        (``larger``: more than it), or (a record without it) more than ``BYTES_PER_PARAM`` bytes
+        a parameter of the run could need; None otherwise."""
         if not isinstance(rec, dict) or not isinstance(rec.get(WEIGHTS_DIGEST), str):
             return None
         named, n = rec.get(WEIGHTS_BYTES), rec.get("n_params")
@@ -1094,13 +1093,11 @@ class Store:
         return None if size <= most else (f"{size:,} bytes, more than the {most:,} its run's "
                                           "model could need")
 
-    def _weights_digest(self, folder: Path, run_id: str,
-                        rec: dict | None = None) -> str | None:
-        """The SHA-256 that the run's record in ``folder`` (``rec``, where it was read already)
-        gives its weights; None where there is none to compare with (a record written before
-        records named it, or no readable record: ``read`` says why, and the run is trained
-        again)."""
-        rec = self._weights_record(folder, run_id) if rec is None else rec
+    @staticmethod
+    def _weights_digest(rec: dict | None) -> str | None:
+        """The SHA-256 that the run's record ``rec`` (``_weights_record``) gives its weights;
+        None where there is none to compare with (a record written before records named it, or
+        no readable record: ``read`` says why, and the run is trained again)."""
         digest = rec.get(WEIGHTS_DIGEST) if isinstance(rec, dict) else None
         return digest if isinstance(digest, str) else None
 
@@ -1121,8 +1118,7 @@ class Store:
                 if not path.is_file():
                     raise ValueError("not a regular file")
                 rec = self._weights_record(root, run_id)  # (once: size here, digest below)
-                why = self._weights_size_problem(root, run_id, path.stat().st_size, larger=True,
-                                                 rec=rec)
+                why = self._weights_size_problem(rec, path.stat().st_size, larger=True)
                 if why:  # not read: torch.load of a padded zip read what its entries said
                     # (a smaller file is loaded, to say why it is not theirs)
                     raise ValueError(f"{FOREIGN_WEIGHTS}: {why}")
