@@ -27789,3 +27789,41 @@ def test_r53k_a_run_is_homed_only_in_a_store_that_keeps_no_more_of_it(tmp_path, 
         (rid,) = _ids(rb)
         want = {rid: out / "tests/ra"} if homed else {}
         assert shared_homes(rb, "smoke", None, out, [rid]) == want, ra_keeps
+
+
+# ---------------------------------------------------------------------------------------------
+# round 56 N: checks that cannot fail, and the ranges behind them
+
+
+def _r56n_frontier_spec(tmp_path, widths=(8, 16, 32, 64), **claim):
+    """A recall_frontier claim over a 4 × 2 (width, state) grid of one linear column (mqar,
+    vocab 64, kappa 2: the law's N·D is infinite at width 8, finite above)."""
+    task = {"name": "mqar", "vocab": 64, "L": 16, "kappa": 2}
+    model = {"name": "linear_mamba", "d_model": 8, "d_state": 2}
+    sweep = [{"cases": [{"label": "lin"}]},
+             {"grid": {"model.d_model": list(widths), "model.d_state": [2, 4]}}]
+    claim = {"check": "recall_frontier", "text": "frontier", "metric": "test.acc",
+             "threshold": 0.9, "min_points": 3, "factor": 2.0, "columns": {"lin": "linear"},
+             **claim}
+    return _one_run_spec(tmp_path, task=task, model=model, sweep=sweep, claims=[claim])
+
+
+def test_r56n_a_recall_frontier_factor_past_every_ratio_is_refused(tmp_path):
+    """`factor: 1e300` on recall_frontier PASSed any frontier as 'N·D within ×1e300 of the law'
+    (and `allowed_violations` of every step any monotone frontier): refused, as a loglog_slope
+    tolerance past every slope is; a factor some frontier can exceed is accepted."""
+    _assert_refused(_invoke("validate", _r56n_frontier_spec(tmp_path, factor=1e300)),
+                    "claims.0.factor: ×1e+300 holds every frontier of these runs",
+                    "the law's part of the claim cannot fail")
+    # the grid's ratios D·N / law: 16·2/124.5 ... 64·4/37.3, within ×6.9 of 1 (width 8: none)
+    _assert_refused(_invoke("validate", _r56n_frontier_spec(tmp_path, factor=7.0)),
+                    "claims.0.factor: ×7 holds every frontier", "within ×6.857")
+    assert _invoke("validate", _r56n_frontier_spec(tmp_path, factor=6.5)).exit_code == 0
+    _assert_refused(_invoke("validate", _r56n_frontier_spec(tmp_path, allowed_violations=3)),
+                    "claims.0.allowed_violations: 3 admits every frontier of these runs (one "
+                    "has at most 4 widths, 3 steps)")
+    assert _invoke("validate", _r56n_frontier_spec(tmp_path, allowed_violations=2)).exit_code == 0
+    # widths where the law reaches 0.9 at no state size: every frontier FAILs (ratio 0)
+    _assert_refused(_invoke("validate", _r56n_frontier_spec(tmp_path, widths=(4, 6, 8))),
+                    "claims.0.factor: the law puts no width of these runs within reach of 0.9",
+                    "the claim cannot pass")

@@ -63,6 +63,7 @@ from ..report.checks import (
     CollapseConfig,
     LogLogSlopeConfig,
     OrderingConfig,
+    RecallFrontierConfig,
     seed_spreads,
 )
 from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, OK, RUN_ID, SEED, STATUS, STOP_STEP
@@ -94,6 +95,7 @@ from ..store import (
 )
 from ..sweep import RunConfig, expand, overrides_tag, overrides_text, per_point
 from ..sweep.config import FLOAT32_MAX
+from ..theory.recall import law_constant, refined_frontier_product
 from ..util import (
     atomic_write_text,
     encode_cell,
@@ -351,6 +353,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread, claim_max)
         if isinstance(cfg, LogLogSlopeConfig):
             errors += _any_slope(path, key, cfg, run_index, spread, claim_max)
+        if isinstance(cfg, RecallFrontierConfig):
+            errors += _any_frontier(path, key, cfg, runs, run_index)
         rng = _bounded_range(cfg.metric, spread) if isinstance(cfg, CollapseConfig) else None
         if rng and cfg.min_range > rng[1] - rng[0]:  # it FAILed always (an analysis share's too)
             if rng[2] == "accuracies":
@@ -923,6 +927,63 @@ def _any_slope(path: str, key: str, cfg: LogLogSlopeConfig, runs: CellIndex | No
             f"{cfg.metric} spans at most {span:.4g} and the closest values of {cfg.x} are "
             f"{gap:.4g} apart in log): the claim cannot fail; give the tolerance the paper's "
             "slope allows"]
+
+
+def _any_frontier(path: str, key: str, cfg: RecallFrontierConfig, runs: list,
+                  index: CellIndex | None) -> list[str]:
+    """A ``recall_frontier`` ``factor`` or ``allowed_violations`` that no frontier of the runs'
+    grid can exceed: the law's part or the monotone part of the claim cannot fail (`factor:
+    1e300` PASSed any frontier as 'within ×1e300 of the law'). A frontier point is a cell (D,
+    N) of its profile, regime and column, so the fitted N·D over the law's, a geometric mean of
+    D·N / law(D) over the points, lies within the least and the largest of D·N / law(D) over
+    the cells (where the law is finite: past it the ratio is 0, and fails any factor); a
+    frontier of n widths has n - 1 steps. Groups of fewer than ``min_points`` widths are never
+    judged (MISSING)."""
+    if index is None or any(not has_column(index.cells, k) for k in (cfg.x, cfg.y, *cfg.regime)):
+        return []
+    # the ratio farthest from 1 either way (None: no cell where the law is finite), the most
+    # steps of a frontier
+    worst: float | None = None
+    steps = 0
+    for label, law_col in cfg.columns.items():
+        a = law_constant(law_col, cfg.task)
+        groups: dict[tuple, set[tuple[float, ...]]] = {}  # (D, N, V, N_f) per group
+        for pos in index.positions({LABEL: label}):
+            try:
+                point = (float(index.values(cfg.x)[pos]), float(index.values(cfg.y)[pos]))
+                reg = {k: float(index.values(k)[pos]) for k in (cfg.vocab, cfg.facts)}
+            except (TypeError, ValueError):
+                return []  # text where a number belongs: refused as such
+            group = (runs[pos].profile, *(str(index.values(k)[pos]) for k in cfg.regime))
+            groups.setdefault(group, set()).add((*point, reg[cfg.vocab], reg[cfg.facts]))
+        for pts in groups.values():
+            xs = sorted({p[0] for p in pts})
+            if len(xs) < cfg.min_points:
+                continue
+            steps = max(steps, len(xs) - 1)
+            with np.errstate(all="ignore"):
+                law = refined_frontier_product(np.array([p[0] for p in pts]),
+                                               np.array([p[2] for p in pts]),
+                                               np.array([p[3] for p in pts]), a, cfg.threshold)
+                ratios = np.array([p[0] * p[1] for p in pts]) / law
+            ratios = ratios[np.isfinite(ratios) & (ratios > 0)]
+            if len(ratios):
+                worst = max(worst or 1.0, float(ratios.max()), float(1 / ratios.min()))
+    out = []
+    if steps and worst is None:
+        out.append(f"{path}: {key}.factor: the law puts no width of these runs within reach of "
+                   f"{cfg.threshold:g} (its N·D is infinite at every one), so a frontier is "
+                   "never within any factor of it: the claim cannot pass")
+    elif steps and cfg.factor >= worst:
+        out.append(f"{path}: {key}.factor: ×{cfg.factor:g} holds every frontier of these runs "
+                   f"(each cell's D·N lies within ×{worst:.4g} of the law's N·D at its width, "
+                   "so a fitted N·D does too): the law's part of the claim cannot fail; give "
+                   "the factor the paper's agreement allows")
+    if steps and cfg.allowed_violations >= steps:
+        out.append(f"{path}: {key}.allowed_violations: {cfg.allowed_violations} admits every "
+                   f"frontier of these runs (one has at most {steps + 1} widths, {steps} "
+                   "steps): the monotone part of the claim cannot fail")
+    return out
 
 
 _STD = "std"  # the range of a standard deviation column: never below 0
