@@ -21,6 +21,7 @@ import functools
 import math
 import operator
 from collections.abc import Callable
+from fractions import Fraction
 from numbers import Real
 from typing import Any
 
@@ -161,10 +162,12 @@ def interval(expr: str, ranges: Callable[[str], tuple[float, float] | None]
     (None: any value), by interval arithmetic over its syntax: sound (no value lies outside;
     the bounds may be wider, ``a - a`` gives [-1, 1] for accuracies), within
     ±:data:`MAX_MAGNITUDE` (past it an expression has no value). Numbers, names, signs, + - *
-    /, min, max and abs are followed; anything else (a power, a comparison, another function)
-    may take any value. A claim on ``(test.acc)`` or ``1 * test.acc`` was given the range of any
-    expression, ±1e12: ``>= 0`` on it, or a spread tolerance of 5, could not fail and passed
-    `validate`."""
+    /, %, min, max, abs, comparisons and boolean operators (0 or 1), powers (``_power_interval``)
+    and the other functions of one argument are followed; anything else (``//``, ``log(x,
+    base)``, ``round(x, n)``) may take any value. A claim on ``(test.acc)`` or ``1 * test.acc``
+    was given the range of any expression, ±1e12: ``>= 0`` on it, or a spread tolerance of 5,
+    could not fail and passed `validate` (on ``test.acc ** 2``, ``sqrt(test.acc)`` or
+    ``exp(test.acc)`` it still could)."""
     top = float(MAX_MAGNITUDE)
     anything = (-top, top)
 
@@ -199,6 +202,18 @@ def interval(expr: str, ranges: Callable[[str], tuple[float, float] | None]
             else:
                 ends = [a * c, a * d, b * c, b * d]
             return clip(min(ends), max(ends))
+        if isinstance(node, (ast.Compare, ast.BoolOp)) or (
+                isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)):
+            return 0.0, 1.0  # False or True (``evaluate``: a bool, whatever its operands)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+            return clip(*_power_interval(iv(node.left), iv(node.right)))
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+            c, d = iv(node.right)  # a % b lies between 0 and b (on b itself by rounding:
+            # -1e-20 % 1 is 1.0), whatever a
+            return (0.0, d) if c > 0 else (c, 0.0) if d < 0 else anything
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and len(node.args) == 1 and node.func.id in _MONOTONE and not node.keywords):
+            return clip(*_monotone_interval(node.func.id, iv(node.args[0])))
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args
                 and node.func.id in ("min", "max", "abs") and not node.keywords):
             args = [iv(a) for a in node.args]
@@ -215,6 +230,103 @@ def interval(expr: str, ranges: Callable[[str], tuple[float, float] | None]
         return iv(_parse(expr))
     except ExprError:
         return anything
+
+
+# functions of one argument that never decrease, with the least argument each takes (below it,
+# no value: ``math.sqrt(-1)`` raises); ``round`` of one argument too. A log takes positive
+# arguments only: its least value is that of the least positive float, 2 ** -1074 (computed,
+# not taken of it: where the CPU flushes subnormals, as torch may set it, it reads as 0)
+_MONOTONE = {"ceil": -math.inf, "floor": -math.inf, "round": -math.inf, "int": -math.inf,
+             "float": -math.inf, "sqrt": 0.0, "ln": 0.0, "log": 0.0, "log2": 0.0, "log10": 0.0,
+             "exp": -math.inf}
+_LEAST_LOG = {"ln": -1074 * math.log(2), "log": -1074 * math.log(2), "log2": -1074.0,
+              "log10": -1074 * math.log10(2)}
+
+
+def _outward(lo: float, hi: float) -> tuple[float, float]:
+    """[lo, hi] widened by a few units in the last place each way, never across 0: a libm
+    function (``exp``, ``log``, ``pow``) is within an ulp of its value, not always correctly
+    rounded, so its value inside an interval may lie an ulp past its values at the ends (but
+    never on the other side of 0 from its true value, a float too)."""
+    a, b = lo, hi
+    for _ in range(4):
+        a, b = math.nextafter(a, -math.inf), math.nextafter(b, math.inf)
+    return (max(a, 0.0) if lo >= 0 else a), (min(b, 0.0) if hi <= 0 else b)
+
+
+def _exact_power(x: float, n: int) -> tuple[float, float]:
+    """The floats just below and above x ** n (n an integer; x nonzero where n < 0), from the
+    exact rational value: ``test.acc ** 2`` lies in [0, 1] exactly, not an ulp past it."""
+    q = Fraction(x) ** n
+    try:
+        f = float(q)
+    except OverflowError:
+        f = math.copysign(math.inf, q)
+    below = f if Fraction(f) <= q or math.isinf(f) else math.nextafter(f, -math.inf)
+    above = f if Fraction(f) >= q or math.isinf(f) else math.nextafter(f, math.inf)
+    return below, above
+
+
+def _monotone_interval(name: str, arg: tuple[float, float]) -> tuple[float, float]:
+    """The values of the non-decreasing function ``name`` of an argument in ``arg`` (past
+    ±MAX_MAGNITUDE: clipped by the caller; an argument below the function's domain: no value)."""
+    top = float(MAX_MAGNITUDE)
+    least = _MONOTONE[name]
+    lo, hi = max(arg[0], least), arg[1]
+    if hi < least or (hi <= least and name in _LEAST_LOG):  # no argument has a value: any
+        # (the expression is never defined)
+        return -top, top
+
+    def at(x: float) -> float:
+        if name in _LEAST_LOG and x <= 0:  # (no value at 0: the least is a positive float's)
+            return _LEAST_LOG[name]
+        try:
+            return float(FUNCTIONS[name](x))
+        except OverflowError:  # exp(710): no value, past every bound
+            return math.inf
+    ends = at(lo), at(hi)
+    # rounding to an integer, float() and sqrt are exact or correctly rounded (monotone): no
+    # ulp to allow; nor at exp(0) = 1 or log(1) = 0, exact in libm too
+    if name in ("ceil", "floor", "round", "int", "float", "sqrt"):
+        return ends
+    out = _outward(*ends)
+    return (ends[0] if lo in (0.0, 1.0) and ends[0] in (0.0, 1.0) else out[0],
+            ends[1] if hi in (0.0, 1.0) and ends[1] in (0.0, 1.0) else out[1])
+
+
+def _power_interval(base: tuple[float, float], exp: tuple[float, float]) -> tuple[float, float]:
+    """The values of ``a ** b`` (``_power``) for a in ``base`` and b in ``exp``; ±MAX_MAGNITUDE
+    where not followed. A constant integer exponent takes any base (x ** 2 of [-1, 3] is [0,
+    9]); otherwise a base that is never negative (0 with a positive exponent only): a ** b =
+    exp(b · ln a), bilinear in (b, ln a), has its least and largest values at the corners."""
+    top = float(MAX_MAGNITUDE)
+    anything = (-top, top)
+    lo, hi = base
+    c, d = max(exp[0], -MAX_EXPONENT), min(exp[1], MAX_EXPONENT)  # past them: no value
+
+    def pw(x: float, y: float) -> float:
+        try:
+            return float(x) ** float(y)
+        except OverflowError:  # past every bound (no value): its sign as the power's
+            return math.copysign(math.inf, x) if y % 2 == 1 else math.inf
+        except ZeroDivisionError:
+            return math.inf
+
+    if c > d:
+        return anything
+    if c == d and c == int(c):  # x ** n, n an integer: monotone on either side of 0
+        n = int(c)
+        if n == 0:
+            return 1.0, 1.0
+        if lo <= 0 <= hi and n < 0:  # near 0: past every bound, of either sign where n is odd
+            return (0.0, top) if n % 2 == 0 else anything
+        ends = [*_exact_power(lo, n), *_exact_power(hi, n)]
+        least = 0.0 if lo <= 0 <= hi and n % 2 == 0 else min(ends)
+        return least, max(ends)
+    if lo < 0 or (lo == 0 and c <= 0):  # a negative base to a fraction, 0 to a negative
+        return anything  # power: no value; near 0 to a negative power: any
+    ends = [pw(a, b) for a in (lo, hi) for b in (c, d)]
+    return _outward(min(ends), max(ends))
 
 
 def normal_form(expr: str) -> str:

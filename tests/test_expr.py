@@ -110,3 +110,67 @@ def test_r47i_round_and_keyword_arguments_are_named_as_written():
         with pytest.raises(ExprError, match="'foo' is not allowed"):
             run("foo(a=1)")
     assert evaluate("round(3.14159, 2)", {}) == pytest.approx(3.14)
+
+
+def _r56n_random_expr(rng, depth=0):
+    """A random expression of a, b, c, numbers, the operators and functions ``interval``
+    follows (and some it does not)."""
+    leaves = ["a", "b", "c", "n", "2", "3", "0.5", "-1", "1e-3", "7"]
+    if depth >= 3 or rng.random() < 0.3:
+        return rng.choice(leaves)
+    kind = rng.random()
+    x = _r56n_random_expr(rng, depth + 1)
+    if kind < 0.35:
+        y = _r56n_random_expr(rng, depth + 1)
+        return f"({x} {rng.choice(['+', '-', '*', '/', '%', '//'])} {y})"
+    if kind < 0.6:
+        y = rng.choice(["2", "3", "-1", "-2", "0.5", "1.5", "-0.5", "0", "a", "b", "c"])
+        return f"({x} ** {y})" if rng.random() < 0.8 else f"({y} ** {x})"
+    if kind < 0.9:
+        f = rng.choice(["ceil", "floor", "round", "int", "float", "abs", "sqrt", "ln", "log",
+                        "log2", "log10", "exp"])
+        return f"{f}({x})"
+    y = _r56n_random_expr(rng, depth + 1)
+    return f"{rng.choice(['min', 'max'])}({x}, {y})" if rng.random() < 0.7 else f"({x} > {y})"
+
+
+def test_r56n_interval_holds_every_value_an_expression_takes():
+    """``interval`` gave a power (``test.acc ** 2``) or a function (``sqrt``, ``log``,
+    ``exp``, ``ceil``...) the range of any value, ±1e12: a spread tolerance of 5 on
+    ``test.acc ** 2`` was accepted. It follows them now, and stays sound: for random metric
+    values within their ranges every evaluated value lies within it (float64)."""
+    import random
+
+    from ssmrepro.expr import MAX_MAGNITUDE, interval
+
+    ranges = {"a": (0.0, 1.0), "b": (-1.0, 1.0), "c": (0.0, 50.0), "n": (-3.0, -0.5)}
+    assert interval("test.acc ** 2", lambda _: (0.0, 1.0)) == (0.0, 1.0)
+    assert interval("b ** 2", ranges.get) == (0.0, 1.0)
+    assert interval("b ** 3", ranges.get) == (-1.0, 1.0)
+    lo, hi = interval("sqrt(c)", ranges.get)
+    assert lo == 0 and math.isclose(hi, math.sqrt(50))
+    lo, hi = interval("exp(a)", ranges.get)
+    assert math.isclose(lo, 1) and math.isclose(hi, math.e)
+    lo, hi = interval("ln(a)", ranges.get)
+    assert math.isclose(lo, -1074 * math.log(2)) and hi == 0
+    assert interval("ceil(c)", ranges.get) == (0.0, 50.0)
+    assert interval("(a > 0.5) + (b < 0)", ranges.get) == (0.0, 2.0)
+    assert interval("c % 7", ranges.get) == (0.0, 7.0)
+    assert interval("a ** -1", ranges.get)[1] == MAX_MAGNITUDE  # near 0: any size
+    assert interval("c ** 0.5", ranges.get) == interval("sqrt(c)", ranges.get) or \
+        interval("c ** 0.5", ranges.get)[1] >= math.sqrt(50)
+    rng = random.Random(56)
+    checked = 0
+    for _ in range(400):
+        text = _r56n_random_expr(rng)
+        lo, hi = interval(text, ranges.get)
+        for k in range(60):
+            env = {n: (r[0] if k == 0 else r[1] if k == 1 else rng.uniform(*r))
+                   for n, r in ranges.items()}
+            try:
+                v = evaluate(text, env)
+            except ExprError:
+                continue
+            checked += 1
+            assert lo <= v <= hi, (text, env, v, (lo, hi))
+    assert checked > 5000

@@ -27661,7 +27661,7 @@ def test_r54_a_metric_wrapped_in_an_expression_keeps_its_range():
     assert expr.interval("min(test.acc, val.acc) / 2", acc) == (0.0, 0.5)
     top = float(expr.MAX_MAGNITUDE)
     assert expr.interval("test.acc / val.acc", acc) == (-top, top)  # (a divisor of 0)
-    assert expr.interval("test.acc ** 2", acc) == (-top, top)  # (not followed: any value)
+    assert expr.interval("test.acc // 2", acc) == (-top, top)  # (not followed: any value)
     assert expr.interval("test.loss * 2", acc) == (-top, top)
     assert _bounded_range("(test.acc)")[:2] == (0.0, 1.0)
     assert _bounded_range("2 * test.loss")[:2] == (0.0, top)  # (a loss is never below 0)
@@ -27827,3 +27827,23 @@ def test_r56n_a_recall_frontier_factor_past_every_ratio_is_refused(tmp_path):
     _assert_refused(_invoke("validate", _r56n_frontier_spec(tmp_path, widths=(4, 6, 8))),
                     "claims.0.factor: the law puts no width of these runs within reach of 0.9",
                     "the claim cannot pass")
+
+
+def test_r56n_a_power_or_function_of_a_metric_keeps_its_range():
+    """A power or function of a metric (``test.acc ** 2``, ``sqrt(test.acc)``,
+    ``exp(test.acc)``) was given the range of any expression, ±1e12: a spread tolerance of 1
+    on ``test.acc ** 2`` or a claim ``sqrt(test.acc) >= 0`` could not fail and passed
+    `validate`, ``exp(test.acc) > 3`` could not hold. ``expr.interval`` follows them now."""
+    from ssmrepro.plots.outputs import _always_holds, _any_accuracy, _never_holds
+
+    (said,) = _any_accuracy("s.yaml", "claims.0.tol", "test.acc ** 2", 1.0)
+    assert "admits any value" in said and "[0, 1]" in said, said
+    assert _any_accuracy("s.yaml", "claims.0.tol", "test.acc ** 2", 0.5) == []
+    (said,) = _always_holds("s.yaml", [("claims.0", "sqrt(test.acc)", ">=", 0.0)])
+    assert "holds for every run" in said and "cannot fail" in said, said
+    (said,) = _always_holds("s.yaml", [("claims.0", "ln(test.acc) + 1", "<=", 1.0)])
+    assert "cannot fail" in said, said
+    (said,) = _never_holds("s.yaml", [("claims.0.value", "exp(test.acc)", ">", 3.0)])
+    assert "never holds" in said, said
+    assert _never_holds("s.yaml", [("claims.0.value", "exp(test.acc)", ">", 2.5)]) == []
+    assert _always_holds("s.yaml", [("claims.0", "test.acc ** 0.5", ">=", 0.5)]) == []
