@@ -27819,17 +27819,21 @@ def test_r56n_a_recall_frontier_factor_past_every_ratio_is_refused(tmp_path):
     _assert_refused(_invoke("validate", _r56n_frontier_spec(tmp_path, factor=7.0)),
                     "claims.0.factor: ×7 holds every frontier", "within ×6.857")
     assert _invoke("validate", _r56n_frontier_spec(tmp_path, factor=6.5)).exit_code == 0
-    # one profile's runs (`run --profile`) are not judged: the paper's grid may be wider
-    res = _invoke("run", _r56n_frontier_spec(tmp_path, factor=7.0), "--profile", "smoke",
-                  "--dry-run", "--no-estimate", "--out", str(tmp_path / "out"))
-    assert res.exit_code == 0 and "holds every frontier" not in res.output, res.output
     _assert_refused(_invoke("validate", _r56n_frontier_spec(tmp_path, allowed_violations=3)),
                     "claims.0.allowed_violations: 3 admits every frontier of these runs (one "
                     "has at most 4 widths, 3 steps)")
-    # widths where the law reaches 0.9 at no state size: every frontier FAILs (ratio 0)
+
+
+def test_r56n_a_recall_frontier_grid_the_law_never_reaches_is_refused(tmp_path):
+    """Widths where the law reaches 0.9 at no state size: every frontier FAILed (its ratio to
+    the law 0). One profile's runs (`run --profile`) are not judged on the factor: the paper
+    profile's grid may be wider."""
     _assert_refused(_invoke("validate", _r56n_frontier_spec(tmp_path, widths=(4, 6, 8))),
                     "claims.0.factor: the law puts no width of these runs within reach of 0.9",
                     "the claim cannot pass")
+    res = _invoke("run", _r56n_frontier_spec(tmp_path, factor=7.0), "--profile", "smoke",
+                  "--dry-run", "--no-estimate", "--out", str(tmp_path / "out"))
+    assert res.exit_code == 0 and "holds every frontier" not in res.output, res.output
 
 
 def test_r56n_a_power_or_function_of_a_metric_keeps_its_range():
