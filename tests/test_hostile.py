@@ -27854,3 +27854,17 @@ def test_r56n_a_power_or_function_of_a_metric_keeps_its_range():
     assert "never holds" in said, said
     assert _never_holds("s.yaml", [("claims.0.value", "exp(test.acc)", ">", 2.5)]) == []
     assert _always_holds("s.yaml", [("claims.0", "test.acc ** 0.5", ">=", 0.5)]) == []
+
+
+def test_r56n_a_paper_value_covering_every_float32_loss_is_refused(tmp_path):
+    """A paper value of 2e38 ± 2e38 on the loss of float32 runs (every finite loss is at most
+    3.4e38) matched any loss: its tolerance alone (below the range) was judged against float32
+    losses, the value ± tol against a loss's [0, inf). Refused, as 0.5 ± 0.5 on an accuracy."""
+    pv = {"where": {"label": "S6"}, "metric": "test.loss", "value": 2e38, "tol": 2e38}
+    spec = write_spec(tmp_path, aggregate={"metrics": ["test.acc", "test.loss"]},
+                      paper_values=[pv])
+    _assert_refused(_invoke("validate", spec), "paper_values.0.tol: 2e+38 ± 2e+38 covers every "
+                    "value of a float32 loss [0, 3.40282e+38]: any test.loss would match")
+    spec = write_spec(tmp_path, aggregate={"metrics": ["test.acc", "test.loss"]},
+                      paper_values=[{**pv, "value": 1e38}])
+    assert _invoke("validate", spec).exit_code == 0

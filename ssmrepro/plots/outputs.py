@@ -444,7 +444,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                           "negative spread (a standard deviation is never below 0)")
         errors += _any_accuracy(path, f"paper_values.{i}.tol", pv.metric, pv.tol, spread,
                                 pv_max)
-        rng = _bounded_range(pv.metric, spread)
+        # (of float32 runs a loss's range too: 2e38 ± 2e38 matched any loss, as a tol of 1e39)
+        rng = _bounded_range(pv.metric, spread, pv_max)
         if rng and pv.tol < rng[1] - rng[0] and \
                 pv.value - pv.tol <= rng[0] and pv.value + pv.tol >= rng[1]:  # 0.5 ± 0.5
             what = "accuracy" if rng[2] == "accuracies" else f"value of {rng[2]}"
