@@ -27868,3 +27868,15 @@ def test_r56n_a_paper_value_covering_every_float32_loss_is_refused(tmp_path):
     spec = write_spec(tmp_path, aggregate={"metrics": ["test.acc", "test.loss"]},
                       paper_values=[{**pv, "value": 1e38}])
     assert _invoke("validate", spec).exit_code == 0
+
+
+def test_r56n_a_collapse_min_range_past_every_float32_loss_is_refused(tmp_path):
+    """`collapse` with `min_range: 1e39` on the loss of float32 runs (every finite loss is at
+    most 3.4e38, so group means never span more) could never PASS, and was accepted: the range
+    was a loss's [0, inf). Refused, as `min_range: 2` on an accuracy is."""
+    claim = {"check": "collapse", "text": "x", "metric": "test.loss", "by": "model.d_model",
+             "tol": 0.1, "min_groups": 1, "min_range": 1e39}
+    spec = write_spec(tmp_path, aggregate={"metrics": ["test.acc", "test.loss"]}, claims=[claim])
+    _assert_refused(_invoke("validate", spec), "claims.0.min_range: 1e+39 for test.loss: a "
+                    "float32 loss lies in [0, 3.40282e+38], so group means never span more "
+                    "than 3.40282e+38 and the claim could never PASS")
