@@ -185,7 +185,8 @@ def interval(expr: str, ranges: Callable[[str], tuple[float, float] | None]
             return anything if got is None else clip(float(got[0]), float(got[1]))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
             lo, hi = iv(node.operand)
-            return (lo, hi) if isinstance(node.op, ast.UAdd) else (-hi, -lo)
+            # (0.0 - x: -0.0 is 0, not printed '-0')
+            return (lo, hi) if isinstance(node.op, ast.UAdd) else (0.0 - hi, 0.0 - lo)
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult,
                                                                 ast.Div)):
             (a, b), (c, d) = iv(node.left), iv(node.right)

@@ -27880,3 +27880,15 @@ def test_r56n_a_collapse_min_range_past_every_float32_loss_is_refused(tmp_path):
     _assert_refused(_invoke("validate", spec), "claims.0.min_range: 1e+39 for test.loss: a "
                     "float32 loss lies in [0, 3.40282e+38], so group means never span more "
                     "than 3.40282e+38 and the claim could never PASS")
+
+
+def test_r56n_a_frontier_threshold_every_cell_or_none_reaches_is_refused(tmp_path):
+    """A `recall_frontier` (or `size_order`) on an expression every cell reaches the threshold
+    of (`test.acc + 1`, 0.9: the frontier is the grid's smallest state at each width, whatever
+    was trained) or none does (`-test.acc`: it FAILed always) was accepted: only a plain
+    metric's threshold was range-checked."""
+    _assert_refused(_invoke("validate", _r56n_frontier_spec(tmp_path, metric="test.acc + 1")),
+                    "claims.0.threshold: test.acc + 1 >= 0.9 holds for every run (test.acc + 1 "
+                    "lies in [1, 2]")
+    _assert_refused(_invoke("validate", _r56n_frontier_spec(tmp_path, metric="-test.acc")),
+                    "claims.0.threshold: -test.acc >= 0.9 never holds (-test.acc lies in [-1, 0]")
