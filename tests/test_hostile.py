@@ -8903,7 +8903,8 @@ def test_a_negative_paper_value_of_a_seed_spread_is_refused(tmp_path):
     spec = _one_run_spec(tmp_path, paper_values=[pv])
     _assert_refused(_invoke("validate", spec), "paper_values.0.value: -0.1 for test.acc.std, a "
                     "negative spread")
-    spec = _one_run_spec(tmp_path, paper_values=[{**pv, "value": 0.0}])
+    # (two seeds: a cell of one has no spread, and no value of it matches; r56n)
+    spec = _one_run_spec(tmp_path, seeds=[0, 1], paper_values=[{**pv, "value": 0.0}])
     assert _invoke("validate", spec).exit_code == 0
 
 
@@ -27892,3 +27893,15 @@ def test_r56n_a_frontier_threshold_every_cell_or_none_reaches_is_refused(tmp_pat
                     "lies in [1, 2]")
     _assert_refused(_invoke("validate", _r56n_frontier_spec(tmp_path, metric="-test.acc")),
                     "claims.0.threshold: -test.acc >= 0.9 never holds (-test.acc lies in [-1, 0]")
+
+
+def test_r56n_a_paper_value_on_a_seed_spread_of_one_seed_cells_is_refused(tmp_path):
+    """A paper value on `test.acc.std` where every profile's cells have one seed (no spread:
+    'not measured' in every report) was accepted and never matched; a claim on it was refused
+    as MISSING in every profile. Refused; with two seeds it is accepted."""
+    pv = {"where": {"label": "S6"}, "metric": "test.acc.std", "value": 0.1, "tol": 0.01}
+    _assert_refused(_invoke("validate", write_spec(tmp_path, seeds=[0], paper_values=[pv])),
+                    "paper_values.0.metric: test.acc.std is a spread over seeds, but each cell "
+                    "has one seed in every profile: it would never be measured nor match")
+    assert _invoke("validate", write_spec(tmp_path, seeds=[0, 1],
+                                          paper_values=[pv])).exit_code == 0

@@ -432,7 +432,15 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                    and sel.over in cfg.column_refs()
                    and not any(sel.over in (getattr(cfg, f, None) or {}) for f in
                                ("where", "a", "b"))]
+    every_profile = bool(runs) and set(spec.profiles) <= {r.profile for r in runs}
+    one_seed = every_profile and spec.paper_values and all(
+        _most_seeds(rs, report.cell_keys(rs)) < 2 for rs in _by_profile(runs).values())
     for i, pv in enumerate(spec.paper_values):
+        spreads = seed_spreads(pv.metric) if one_seed else []
+        if spreads:  # a cell of one seed has no spread: 'not measured' in every profile
+            errors.append(f"{path}: paper_values.{i}.metric: {', '.join(spreads)} is a spread "
+                          "over seeds, but each cell has one seed in every profile: it would "
+                          "never be measured nor match")
         for k in pv.where:
             if k == SEED:
                 errors.append(f"{path}: paper_values.{i}.where.{k}: {_SEED_WHY}")
@@ -656,6 +664,14 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
                    + ": the claim cannot fail in any profile"
                    for key, whys in unfailing.items() if key not in can_fail]
     return list(dict.fromkeys(errors))
+
+
+def _by_profile(runs: list) -> dict[str, list]:
+    """``runs`` by profile."""
+    out: dict[str, list] = {}
+    for r in runs:
+        out.setdefault(r.profile, []).append(r)
+    return out
 
 
 def _most_seeds(runs: list, keys: list[str]) -> int:
