@@ -2256,8 +2256,9 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
     store. A spec without that profile, or that ``overrides`` do not apply to, shares nothing;
     nor does one whose store cannot be written (``_cannot_home``): a reused spec's folder that
     is a file, or a link outside ``out``, made `run` of the spec reusing it fail (exit 2), which
-    only reads it (its runs count as not done, with a warning) and records them in its own;
-    nor one that keeps more of a run than ``spec`` does (``_needs_more``)."""
+    only reads it (its runs count as not done, with a warning) and records them in its own. A
+    run homed in a spec that keeps more of it (its weights, an `analysis`) is trained with
+    that too (``shared_keeps``)."""
     from .spec import SpecError
     from .sweep import expand
 
@@ -2266,7 +2267,7 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
     homes: dict[str, Path] = {}
     for other in reused_specs(spec):
         root = results_dir(other, out)
-        if _needs_more(other, spec) or _cannot_home(root):  # (before its sweep is expanded)
+        if _cannot_home(root):  # (before its sweep is expanded)
             continue
         try:
             theirs = expand(other, profile, overrides=overrides) or []
@@ -2294,14 +2295,22 @@ def _cannot_home(root: Path) -> bool:
     return False
 
 
-def _needs_more(other, spec) -> bool:
-    """Whether ``other`` keeps more of a run than ``spec``'s `run` records: its saved weights,
-    or an `analysis` that ``spec`` does not record. A run ``spec`` recorded in ``other``'s store
-    was not done there (``Store.is_done``): its `run` warned that the weights were lost and
-    trained it again."""
-    def kept(s) -> set:
-        return {a for a in s.analysis if a in ANALYSES} | ({"weights"} if s.save_weights else set())
-    return not kept(other) <= kept(spec)
+def kept(spec) -> set[str]:
+    """What a spec's `run` keeps of each run beside its record: the training-time analyses it
+    records and 'weights' where it saves them (``save_weights``)."""
+    return {a for a in spec.analysis if a in ANALYSES} | ({"weights"} if spec.save_weights
+                                                           else set())
+
+
+def shared_keeps(spec, out: Path | None, homes: dict[str, Path]) -> dict[str, tuple[str, ...]]:
+    """Run id -> what `run` of ``spec`` keeps of that run for the reused spec whose store homes
+    it (``shared_homes``) beyond what ``spec`` keeps (``kept``: its weights, an `analysis`), so
+    that the reused spec finds it done (``Store.is_done``). Such a run was recorded in the
+    reusing spec's own store, and the reused spec's `run`, run at once or after it, trained it
+    again for its weights."""
+    mine = kept(spec)
+    more = {results_dir(s, out): tuple(sorted(kept(s) - mine)) for s in reused_specs(spec)}
+    return {rid: more[root] for rid, root in homes.items() if more.get(root)}
 
 
 def output_name(spec, profile: str, stem: str, ext: str, tag: str = "") -> str:

@@ -27766,26 +27766,48 @@ def test_r53k_a_reused_spec_whose_store_cannot_be_written_homes_no_shared_run(
     assert not (tmp_path / "elsewhere").exists() or not any((tmp_path / "elsewhere").iterdir())
 
 
-def test_r53k_a_run_is_homed_only_in_a_store_that_keeps_no_more_of_it(tmp_path, monkeypatch):
-    """ra keeps its runs' weights, rb (reusing ra) does not: rb's `run` recorded the shared run
-    in ra's store without them, and ra's `show` and `run` warned 'has its record but not its
-    saved weights' and trained it again. Such a run stays in rb's store; the other way round
-    (rb keeps weights, ra not) it is homed in ra's, its weights with it."""
+def test_r56p_a_shared_run_is_homed_with_what_the_reused_store_keeps_of_it(tmp_path,
+                                                                          monkeypatch):
+    """ra keeps its runs' weights and their decay_histogram, rb (reusing ra) neither: the shared
+    run stayed in rb's store (ra's would have had it without them), and ra's `run`, run at once
+    or after rb's, trained it again. rb's `run` homes it in ra's store and keeps what ra keeps
+    of it (``shared_keeps``): ra finds it done. rb's run of another seed, in the same pack,
+    keeps nothing more. The other way round (rb keeps weights, ra not) nothing more is kept."""
+    import json
+
     from ssmrepro.spec import load_spec
-    from ssmrepro.store import shared_homes
+    from ssmrepro.store import shared_homes, shared_keeps
 
     root = tmp_path / "proj"
     folder = root / "experiments/tests"
     folder.mkdir(parents=True)
     (root / "ssmrepro").mkdir()
     s4d = {"label": "S4D", "set": {"model.mixer": "s4d"}}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
     monkeypatch.setenv("SSMREPRO_ROOT", str(root))
     out = tmp_path / "out"
-    for ra_keeps, homed in ((True, False), (False, True)):
-        _one_run_spec(folder, name="ra", sweep=[{"cases": [s4d]}], save_weights=ra_keeps)
-        _one_run_spec(folder, name="rb", reuse=["ra"], sweep=[{"cases": [s4d]}],
-                      save_weights=not ra_keeps)
-        rb = load_spec(folder / "rb.yaml")
-        (rid,) = _ids(rb)
-        want = {rid: out / "tests/ra"} if homed else {}
-        assert shared_homes(rb, "smoke", None, out, [rid]) == want, ra_keeps
+    _one_run_spec(folder, name="ra", sweep=[{"cases": [s4d]}], save_weights=False)
+    _one_run_spec(folder, name="rb", reuse=["ra"], sweep=[{"cases": [s4d]}], save_weights=True)
+    rb = load_spec(folder / "rb.yaml")
+    (rid,) = _ids(rb)
+    homes = shared_homes(rb, "smoke", None, out, [rid])
+    assert homes == {rid: out / "tests/ra"} and shared_keeps(rb, out, homes) == {}
+    _one_run_spec(folder, name="ra", sweep=[{"cases": [s4d]}], save_weights=True, train=train,
+                  analysis=["decay_histogram"])
+    _one_run_spec(folder, name="rb", reuse=["ra"], sweep=[{"cases": [s4d]}], seeds=[0, 1],
+                  train=train)
+    env = {"SSMREPRO_ROOT": str(root)}
+    res = _invoke("run", "rb", "--profile", "smoke", "--out", out, "--no-plot",
+                  "--no-calibrate", "--workers", "1", env=env)
+    assert res.exit_code == 0 and "trained 2 runs in 1 packs" in res.output, res.output
+    (shared,) = (out / "tests/ra/runs").glob("*.json")
+    rec = json.loads(shared.read_text())
+    assert rec["seed"] == 0 and list(rec["analysis"]) == ["decay_histogram"]
+    assert (out / f"tests/ra/runs/{rec['run_id']}.pt").is_file()
+    (other,) = (out / "tests/rb/runs").glob("*.json")
+    assert json.loads(other.read_text())["analysis"] == {}
+    assert not list((out / "tests/rb/runs").glob("*.pt"))
+    res = _invoke("run", "ra", "--profile", "smoke", "--out", out, "--dry-run", env=env)
+    assert res.exit_code == 0 and "1 done, 0 pending" in res.output, res.output
+    assert "trained again" not in res.output, res.output

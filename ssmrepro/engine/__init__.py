@@ -25,7 +25,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 
 from ..kernels.backend import BackendError, backend_problem, scan_backend
 from ..spec import Spec, SpecError
-from ..store import Store, open_store, output_name, results_dir, shared_homes
+from ..store import Store, open_store, output_name, results_dir, shared_homes, shared_keeps
 from ..sweep import (
     RunConfig,
     expand,
@@ -471,7 +471,8 @@ def run_experiment(
     from ..analysis import ANALYSES  # the training-time ones (others run at plot time)
 
     ws = WorkSettings(device, backend, tuple(a for a in spec.analysis if a in ANALYSES),
-                      spec.save_weights, commit=git_commit(), threads=threads)
+                      spec.save_weights, commit=git_commit(), threads=threads,
+                      more=shared_keeps(spec, out, store.homes))
     csv_name = output_name(spec, profile, "results", "csv", overrides_tag(overrides, runs))
     tr = _Tracker(store, len(packs))
     by_id = {r.run_id: r for r in pending}
