@@ -2262,10 +2262,11 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
     from .spec import SpecError
     from .sweep import expand
 
-    wanted = set(run_ids)
-    best: dict[str, tuple] = {r: (len(reused_specs(spec)), spec.paper, spec.id) for r in wanted}
+    wanted, reused = set(run_ids), reused_specs(spec)  # (once: each call loads the specs from
+    # disk, and once per run id the 600 runs of huang2025-figA4's paper profile took 10-25 s)
+    best: dict[str, tuple] = {r: (len(reused), spec.paper, spec.id) for r in wanted}
     homes: dict[str, Path] = {}
-    for other in reused_specs(spec):
+    for other in reused:
         root = results_dir(other, out)
         if _cannot_home(root):  # (before its sweep is expanded)
             continue

@@ -27811,3 +27811,29 @@ def test_r56p_a_shared_run_is_homed_with_what_the_reused_store_keeps_of_it(tmp_p
     res = _invoke("run", "ra", "--profile", "smoke", "--out", out, "--dry-run", env=env)
     assert res.exit_code == 0 and "1 done, 0 pending" in res.output, res.output
     assert "trained again" not in res.output, res.output
+
+
+def test_r56p_shared_homes_loads_the_reused_specs_a_bounded_number_of_times(tmp_path,
+                                                                           monkeypatch):
+    """`run` of a spec that reuses another looked up its reused specs (each a spec file read,
+    parsed and checked against the project's index) once per run id: 10-25 s before the 600
+    runs of huang2025-figA4's paper profile trained. Once for the spec, once per reused spec."""
+    import ssmrepro.store as store_mod
+    from ssmrepro.spec import load_spec
+
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    s4d = {"label": "S4D", "set": {"model.mixer": "s4d"}}
+    _one_run_spec(folder, name="ra", sweep=[{"cases": [s4d]}])
+    _one_run_spec(folder, name="rb", reuse=["ra"], sweep=[{"cases": [s4d]}])
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    rb, out = load_spec(folder / "rb.yaml"), tmp_path / "out"
+    (rid,) = _ids(rb)
+    looked = []
+    real = store_mod.find_reused
+    monkeypatch.setattr(store_mod, "find_reused", lambda *a: looked.append(a) or real(*a))
+    homes = store_mod.shared_homes(rb, "smoke", None, out, [rid] + [f"{i:012x}" for i in range(500)])
+    assert homes == {rid: out / "tests/ra"}
+    assert len(looked) <= 2, len(looked)
