@@ -27482,13 +27482,13 @@ def test_r53g_a_spec_and_one_reusing_it_record_a_shared_run_once(tmp_path, monke
     assert res.exit_code == 0 and "1 done, 0 pending" in res.output, res.output
     monkeypatch.setenv("SSMREPRO_ROOT", str(root))
     specs = {n: load_spec(folder / f"{n}.yaml") for n in ("ra", "rb", "rc")}
-    (rid,) = {r for r in shared_homes(specs["rc"], "smoke", None, out, _ids(specs["rc"]))}
+    (rid,) = {r for r in shared_homes(specs["rc"], "smoke", None, out, _ids(specs["rc"]))[0]}
     for name in ("rb", "rc"):
-        assert shared_homes(specs[name], "smoke", None, out, [rid]) == {rid: out / "tests/ra"}
+        assert shared_homes(specs[name], "smoke", None, out, [rid])[0] == {rid: out / "tests/ra"}
     _edit(folder / "ra.yaml", reuse=["rc"])  # a loop: each spec picks ra's store (fewest reuses
     specs = {n: load_spec(folder / f"{n}.yaml") for n in ("ra", "rb", "rc")}  # then by id)
-    assert shared_homes(specs["ra"], "smoke", None, out, [rid]) == {}
-    assert shared_homes(specs["rc"], "smoke", None, out, [rid]) == {rid: out / "tests/ra"}
+    assert shared_homes(specs["ra"], "smoke", None, out, [rid])[0] == {}
+    assert shared_homes(specs["rc"], "smoke", None, out, [rid])[0] == {rid: out / "tests/ra"}
 
 
 def _ids(spec) -> list[str]:
@@ -27743,7 +27743,7 @@ def test_r53k_a_reused_spec_whose_store_cannot_be_written_homes_no_shared_run(
     monkeypatch.setenv("SSMREPRO_ROOT", str(root))
     rb, out = load_spec(folder / "rb.yaml"), tmp_path / "out"
     (rid,) = _ids(rb)
-    assert shared_homes(rb, "smoke", None, out, [rid]) == {rid: out / "tests/ra"}
+    assert shared_homes(rb, "smoke", None, out, [rid])[0] == {rid: out / "tests/ra"}
     ra = out / "tests/ra"
     ra.parent.mkdir(parents=True)
     if spoil == "file":
@@ -27756,7 +27756,7 @@ def test_r53k_a_reused_spec_whose_store_cannot_be_written_homes_no_shared_run(
         ra.symlink_to(tmp_path / "elsewhere")
     else:
         ra.symlink_to(ra)
-    assert shared_homes(rb, "smoke", None, out, [rid]) == {}
+    assert shared_homes(rb, "smoke", None, out, [rid])[0] == {}
     if spoil == "file":  # rb's `run` goes on (its own store), as it did before runs were homed
         res = _invoke("run", "rb", "--profile", "smoke", "--out", out, "--no-plot",
                       "--no-calibrate", "--workers", "1", env={"SSMREPRO_ROOT": str(root)})
@@ -27771,12 +27771,12 @@ def test_r56p_a_shared_run_is_homed_with_what_the_reused_store_keeps_of_it(tmp_p
     """ra keeps its runs' weights and their decay_histogram, rb (reusing ra) neither: the shared
     run stayed in rb's store (ra's would have had it without them), and ra's `run`, run at once
     or after rb's, trained it again. rb's `run` homes it in ra's store and keeps what ra keeps
-    of it (``shared_keeps``): ra finds it done. rb's run of another seed, in the same pack,
+    of it (``shared_homes``): ra finds it done. rb's run of another seed, in the same pack,
     keeps nothing more. The other way round (rb keeps weights, ra not) nothing more is kept."""
     import json
 
     from ssmrepro.spec import load_spec
-    from ssmrepro.store import shared_homes, shared_keeps
+    from ssmrepro.store import shared_homes
 
     root = tmp_path / "proj"
     folder = root / "experiments/tests"
@@ -27791,8 +27791,7 @@ def test_r56p_a_shared_run_is_homed_with_what_the_reused_store_keeps_of_it(tmp_p
     _one_run_spec(folder, name="rb", reuse=["ra"], sweep=[{"cases": [s4d]}], save_weights=True)
     rb = load_spec(folder / "rb.yaml")
     (rid,) = _ids(rb)
-    homes = shared_homes(rb, "smoke", None, out, [rid])
-    assert homes == {rid: out / "tests/ra"} and shared_keeps(rb, out, homes) == {}
+    assert shared_homes(rb, "smoke", None, out, [rid]) == ({rid: out / "tests/ra"}, {})
     _one_run_spec(folder, name="ra", sweep=[{"cases": [s4d]}], save_weights=True, train=train,
                   analysis=["decay_histogram"])
     _one_run_spec(folder, name="rb", reuse=["ra"], sweep=[{"cases": [s4d]}], seeds=[0, 1],
@@ -27811,6 +27810,35 @@ def test_r56p_a_shared_run_is_homed_with_what_the_reused_store_keeps_of_it(tmp_p
     res = _invoke("run", "ra", "--profile", "smoke", "--out", out, "--dry-run", env=env)
     assert res.exit_code == 0 and "1 done, 0 pending" in res.output, res.output
     assert "trained again" not in res.output, res.output
+
+
+def test_r56p_a_shared_run_keeps_what_every_spec_reading_its_home_keeps(tmp_path, monkeypatch):
+    """A chain rc -> rb -> ra sharing a run, where rb keeps weights and ra and rc do not: rc
+    homes the run in ra's store (fewest reuses), where rb's `run` looks, and kept nothing more
+    (ra keeps nothing more): rb's `run` trained it again for its weights. It keeps what rb
+    keeps too. A spec that has the run but does not read its home (rc reusing ra and rd, which
+    do not know each other) adds nothing."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import shared_homes
+
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    s4d = {"label": "S4D", "set": {"model.mixer": "s4d"}}
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    out = tmp_path / "out"
+    _one_run_spec(folder, name="ra", sweep=[{"cases": [s4d]}])
+    _one_run_spec(folder, name="rb", reuse=["ra"], sweep=[{"cases": [s4d]}], save_weights=True)
+    _one_run_spec(folder, name="rc", reuse=["rb"], sweep=[{"cases": [s4d]}])
+    rc = load_spec(folder / "rc.yaml")
+    (rid,) = _ids(rc)
+    assert shared_homes(rc, "smoke", None, out, [rid]) == ({rid: out / "tests/ra"},
+                                                           {rid: ("weights",)})
+    _one_run_spec(folder, name="rd", sweep=[{"cases": [s4d]}], save_weights=True)
+    _one_run_spec(folder, name="rc", reuse=["ra", "rd"], sweep=[{"cases": [s4d]}])
+    rc = load_spec(folder / "rc.yaml")
+    assert shared_homes(rc, "smoke", None, out, [rid]) == ({rid: out / "tests/ra"}, {})
 
 
 def test_r56p_shared_homes_loads_the_reused_specs_a_bounded_number_of_times(tmp_path,
@@ -27834,6 +27862,7 @@ def test_r56p_shared_homes_loads_the_reused_specs_a_bounded_number_of_times(tmp_
     looked = []
     real = store_mod.find_reused
     monkeypatch.setattr(store_mod, "find_reused", lambda *a: looked.append(a) or real(*a))
-    homes = store_mod.shared_homes(rb, "smoke", None, out, [rid] + [f"{i:012x}" for i in range(500)])
+    homes, _ = store_mod.shared_homes(rb, "smoke", None, out,
+                                      [rid] + [f"{i:012x}" for i in range(500)])
     assert homes == {rid: out / "tests/ra"}
     assert len(looked) <= 2, len(looked)

@@ -134,7 +134,7 @@ class WorkSettings:
     code: int = CODE_VERSION  # the planner's code version (what its run ids hash)
     threads: int | None = None  # intra-op threads per training process (None: torch's default)
     # run id -> what else to keep of that run ('weights', analyses): a shared run recorded in the
-    # store of a reused spec that keeps more of it (``store.shared_keeps``)
+    # store of a reused spec that keeps more of it (``store.shared_homes``)
     more: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def keeps(self, run_id: str) -> tuple[tuple[str, ...], bool]:
