@@ -27866,3 +27866,17 @@ def test_r56p_shared_homes_loads_the_reused_specs_a_bounded_number_of_times(tmp_
                                       [rid] + [f"{i:012x}" for i in range(500)])
     assert homes == {rid: out / "tests/ra"}
     assert len(looked) <= 2, len(looked)
+
+
+@pytest.mark.parametrize("entry", ["self-spec", "self-spec.yaml", "./self-spec.yaml"])
+def test_r56p_a_spec_reusing_itself_is_refused(tmp_path, entry):
+    """`reuse: [<its own id>]` (a slip for another spec's id, or its own file): read as nothing
+    (a spec never reads itself as a reused one), so no record of the spec meant was reused and
+    its runs were trained again, exit 0, without a word. Refused, naming the entry."""
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    spec = _one_run_spec(folder, name="self-spec", reuse=[entry])
+    res = _invoke("validate", spec, env={"SSMREPRO_ROOT": str(root)})
+    _assert_refused(res, "reuse.0", "is this spec itself")
