@@ -2247,7 +2247,7 @@ def open_store(spec, out: Path | None = None, readonly: bool = False) -> Store:
 
 
 def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
-                 run_ids: Iterable[str]) -> dict[str, Path]:
+                 run_ids: Iterable[str]) -> tuple[dict[str, Path], dict[str, tuple[str, ...]]]:
     """Run id -> root of the store where `run` of ``spec`` claims and records that run
     (``Store.homes``): the store of a spec it reuses (in turn) whose runs of the same profile and
     ``--set`` include it, so that the `run` of that spec, which reads no store but its own and
@@ -2256,28 +2256,46 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
     store. A spec without that profile, or that ``overrides`` do not apply to, shares nothing;
     nor does one whose store cannot be written (``_cannot_home``): a reused spec's folder that
     is a file, or a link outside ``out``, made `run` of the spec reusing it fail (exit 2), which
-    only reads it (its runs count as not done, with a warning) and records them in its own;
-    nor one that keeps more of a run than ``spec`` does (``_needs_more``)."""
+    only reads it (its runs count as not done, with a warning) and records them in its own.
+
+    And run id -> what `run` of ``spec`` keeps of a homed run beyond what ``spec`` keeps
+    (``kept``: weights, an `analysis`) for the reused specs that have the run and read its
+    home (``WorkSettings.more``), so that each finds it done (``Store.is_done``). Such a run
+    was recorded in the reusing spec's own store, and the reused spec's `run`, run at once or
+    after it, trained it again for its weights; the run's home keeping less than a spec between
+    them in a chain of reuse, that spec trained it again."""
     from .spec import SpecError
     from .sweep import expand
 
-    wanted = set(run_ids)
-    best: dict[str, tuple] = {r: (len(reused_specs(spec)), spec.paper, spec.id) for r in wanted}
+    wanted, reused = set(run_ids), reused_specs(spec)  # (once: each call loads the specs from
+    # disk, and once per run id the 600 runs of huang2025-figA4's paper profile took 10-25 s)
+    best: dict[str, tuple] = {r: (len(reused), spec.paper, spec.id) for r in wanted}
     homes: dict[str, Path] = {}
-    for other in reused_specs(spec):
+    having: dict[str, list] = {}  # run id -> (what a reused spec that has it keeps, the stores
+    #                               that spec reads)
+    for other in reused:
         root = results_dir(other, out)
-        if _needs_more(other, spec) or _cannot_home(root):  # (before its sweep is expanded)
+        if _cannot_home(root):  # (before its sweep is expanded)
             continue
         try:
             theirs = expand(other, profile, overrides=overrides) or []
         except (SpecError, ValueError):
             continue
-        rank = (len(reused_specs(other)), other.paper, other.id)
+        theirs_reused = reused_specs(other)
+        rank = (len(theirs_reused), other.paper, other.id)
+        reads = {root} | {results_dir(s, out) for s in theirs_reused}
         for r in theirs:
-            if r.run_id in wanted and rank < best[r.run_id]:
-                best[r.run_id] = rank
-                homes[r.run_id] = root
-    return homes
+            if r.run_id in wanted:
+                having.setdefault(r.run_id, []).append((kept(other), reads))
+                if rank < best[r.run_id]:
+                    best[r.run_id] = rank
+                    homes[r.run_id] = root
+    mine, more = kept(spec), {}
+    for rid, home in homes.items():
+        extra = set().union(*(k for k, reads in having[rid] if home in reads)) - mine
+        if extra:
+            more[rid] = tuple(sorted(extra))
+    return homes, more
 
 
 def _cannot_home(root: Path) -> bool:
@@ -2294,14 +2312,11 @@ def _cannot_home(root: Path) -> bool:
     return False
 
 
-def _needs_more(other, spec) -> bool:
-    """Whether ``other`` keeps more of a run than ``spec``'s `run` records: its saved weights,
-    or an `analysis` that ``spec`` does not record. A run ``spec`` recorded in ``other``'s store
-    was not done there (``Store.is_done``): its `run` warned that the weights were lost and
-    trained it again."""
-    def kept(s) -> set:
-        return {a for a in s.analysis if a in ANALYSES} | ({"weights"} if s.save_weights else set())
-    return not kept(other) <= kept(spec)
+def kept(spec) -> set[str]:
+    """What a spec's `run` keeps of each run beside its record: the training-time analyses it
+    records and 'weights' where it saves them (``save_weights``)."""
+    return {a for a in spec.analysis if a in ANALYSES} | ({"weights"} if spec.save_weights
+                                                           else set())
 
 
 def output_name(spec, profile: str, stem: str, ext: str, tag: str = "") -> str:

@@ -27483,13 +27483,13 @@ def test_r53g_a_spec_and_one_reusing_it_record_a_shared_run_once(tmp_path, monke
     assert res.exit_code == 0 and "1 done, 0 pending" in res.output, res.output
     monkeypatch.setenv("SSMREPRO_ROOT", str(root))
     specs = {n: load_spec(folder / f"{n}.yaml") for n in ("ra", "rb", "rc")}
-    (rid,) = {r for r in shared_homes(specs["rc"], "smoke", None, out, _ids(specs["rc"]))}
+    (rid,) = {r for r in shared_homes(specs["rc"], "smoke", None, out, _ids(specs["rc"]))[0]}
     for name in ("rb", "rc"):
-        assert shared_homes(specs[name], "smoke", None, out, [rid]) == {rid: out / "tests/ra"}
+        assert shared_homes(specs[name], "smoke", None, out, [rid])[0] == {rid: out / "tests/ra"}
     _edit(folder / "ra.yaml", reuse=["rc"])  # a loop: each spec picks ra's store (fewest reuses
     specs = {n: load_spec(folder / f"{n}.yaml") for n in ("ra", "rb", "rc")}  # then by id)
-    assert shared_homes(specs["ra"], "smoke", None, out, [rid]) == {}
-    assert shared_homes(specs["rc"], "smoke", None, out, [rid]) == {rid: out / "tests/ra"}
+    assert shared_homes(specs["ra"], "smoke", None, out, [rid])[0] == {}
+    assert shared_homes(specs["rc"], "smoke", None, out, [rid])[0] == {rid: out / "tests/ra"}
 
 
 def _ids(spec) -> list[str]:
@@ -27744,7 +27744,7 @@ def test_r53k_a_reused_spec_whose_store_cannot_be_written_homes_no_shared_run(
     monkeypatch.setenv("SSMREPRO_ROOT", str(root))
     rb, out = load_spec(folder / "rb.yaml"), tmp_path / "out"
     (rid,) = _ids(rb)
-    assert shared_homes(rb, "smoke", None, out, [rid]) == {rid: out / "tests/ra"}
+    assert shared_homes(rb, "smoke", None, out, [rid])[0] == {rid: out / "tests/ra"}
     ra = out / "tests/ra"
     ra.parent.mkdir(parents=True)
     if spoil == "file":
@@ -27757,7 +27757,7 @@ def test_r53k_a_reused_spec_whose_store_cannot_be_written_homes_no_shared_run(
         ra.symlink_to(tmp_path / "elsewhere")
     else:
         ra.symlink_to(ra)
-    assert shared_homes(rb, "smoke", None, out, [rid]) == {}
+    assert shared_homes(rb, "smoke", None, out, [rid])[0] == {}
     if spoil == "file":  # rb's `run` goes on (its own store), as it did before runs were homed
         res = _invoke("run", "rb", "--profile", "smoke", "--out", out, "--no-plot",
                       "--no-calibrate", "--workers", "1", env={"SSMREPRO_ROOT": str(root)})
@@ -27767,11 +27767,58 @@ def test_r53k_a_reused_spec_whose_store_cannot_be_written_homes_no_shared_run(
     assert not (tmp_path / "elsewhere").exists() or not any((tmp_path / "elsewhere").iterdir())
 
 
-def test_r53k_a_run_is_homed_only_in_a_store_that_keeps_no_more_of_it(tmp_path, monkeypatch):
-    """ra keeps its runs' weights, rb (reusing ra) does not: rb's `run` recorded the shared run
-    in ra's store without them, and ra's `show` and `run` warned 'has its record but not its
-    saved weights' and trained it again. Such a run stays in rb's store; the other way round
-    (rb keeps weights, ra not) it is homed in ra's, its weights with it."""
+def test_r56p_a_shared_run_is_homed_with_what_the_reused_store_keeps_of_it(tmp_path,
+                                                                          monkeypatch):
+    """ra keeps its runs' weights and their decay_histogram, rb (reusing ra) neither: the shared
+    run stayed in rb's store (ra's would have had it without them), and ra's `run`, run at once
+    or after rb's, trained it again. rb's `run` homes it in ra's store and keeps what ra keeps
+    of it (``shared_homes``): ra finds it done. rb's run of another seed, in the same pack,
+    keeps nothing more. The other way round (rb keeps weights, ra not) nothing more is kept."""
+    import json
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import shared_homes
+
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    s4d = {"label": "S4D", "set": {"model.mixer": "s4d"}}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    out = tmp_path / "out"
+    _one_run_spec(folder, name="ra", sweep=[{"cases": [s4d]}], save_weights=False)
+    _one_run_spec(folder, name="rb", reuse=["ra"], sweep=[{"cases": [s4d]}], save_weights=True)
+    rb = load_spec(folder / "rb.yaml")
+    (rid,) = _ids(rb)
+    assert shared_homes(rb, "smoke", None, out, [rid]) == ({rid: out / "tests/ra"}, {})
+    _one_run_spec(folder, name="ra", sweep=[{"cases": [s4d]}], save_weights=True, train=train,
+                  analysis=["decay_histogram"])
+    _one_run_spec(folder, name="rb", reuse=["ra"], sweep=[{"cases": [s4d]}], seeds=[0, 1],
+                  train=train)
+    env = {"SSMREPRO_ROOT": str(root)}
+    res = _invoke("run", "rb", "--profile", "smoke", "--out", out, "--no-plot",
+                  "--no-calibrate", "--workers", "1", env=env)
+    assert res.exit_code == 0 and "trained 2 runs in 1 packs" in res.output, res.output
+    (shared,) = (out / "tests/ra/runs").glob("*.json")
+    rec = json.loads(shared.read_text())
+    assert rec["seed"] == 0 and list(rec["analysis"]) == ["decay_histogram"]
+    assert (out / f"tests/ra/runs/{rec['run_id']}.pt").is_file()
+    (other,) = (out / "tests/rb/runs").glob("*.json")
+    assert json.loads(other.read_text())["analysis"] == {}
+    assert not list((out / "tests/rb/runs").glob("*.pt"))
+    res = _invoke("run", "ra", "--profile", "smoke", "--out", out, "--dry-run", env=env)
+    assert res.exit_code == 0 and "1 done, 0 pending" in res.output, res.output
+    assert "trained again" not in res.output, res.output
+
+
+def test_r56p_a_shared_run_keeps_what_every_spec_reading_its_home_keeps(tmp_path, monkeypatch):
+    """A chain rc -> rb -> ra sharing a run, where rb keeps weights and ra and rc do not: rc
+    homes the run in ra's store (fewest reuses), where rb's `run` looks, and kept nothing more
+    (ra keeps nothing more): rb's `run` trained it again for its weights. It keeps what rb
+    keeps too. A spec that has the run but does not read its home (rc reusing ra and rd, which
+    do not know each other) adds nothing."""
     from ssmrepro.spec import load_spec
     from ssmrepro.store import shared_homes
 
@@ -27782,14 +27829,58 @@ def test_r53k_a_run_is_homed_only_in_a_store_that_keeps_no_more_of_it(tmp_path, 
     s4d = {"label": "S4D", "set": {"model.mixer": "s4d"}}
     monkeypatch.setenv("SSMREPRO_ROOT", str(root))
     out = tmp_path / "out"
-    for ra_keeps, homed in ((True, False), (False, True)):
-        _one_run_spec(folder, name="ra", sweep=[{"cases": [s4d]}], save_weights=ra_keeps)
-        _one_run_spec(folder, name="rb", reuse=["ra"], sweep=[{"cases": [s4d]}],
-                      save_weights=not ra_keeps)
-        rb = load_spec(folder / "rb.yaml")
-        (rid,) = _ids(rb)
-        want = {rid: out / "tests/ra"} if homed else {}
-        assert shared_homes(rb, "smoke", None, out, [rid]) == want, ra_keeps
+    _one_run_spec(folder, name="ra", sweep=[{"cases": [s4d]}])
+    _one_run_spec(folder, name="rb", reuse=["ra"], sweep=[{"cases": [s4d]}], save_weights=True)
+    _one_run_spec(folder, name="rc", reuse=["rb"], sweep=[{"cases": [s4d]}])
+    rc = load_spec(folder / "rc.yaml")
+    (rid,) = _ids(rc)
+    assert shared_homes(rc, "smoke", None, out, [rid]) == ({rid: out / "tests/ra"},
+                                                           {rid: ("weights",)})
+    _one_run_spec(folder, name="rd", sweep=[{"cases": [s4d]}], save_weights=True)
+    _one_run_spec(folder, name="rc", reuse=["ra", "rd"], sweep=[{"cases": [s4d]}])
+    rc = load_spec(folder / "rc.yaml")
+    assert shared_homes(rc, "smoke", None, out, [rid]) == ({rid: out / "tests/ra"}, {})
+
+
+def test_r56p_shared_homes_loads_the_reused_specs_a_bounded_number_of_times(tmp_path,
+                                                                           monkeypatch):
+    """`run` of a spec that reuses another looked up its reused specs (each a spec file read,
+    parsed and checked against the project's index) once per run id: 10-25 s before the 600
+    runs of huang2025-figA4's paper profile trained. Once for the spec, once per reused spec."""
+    import ssmrepro.store as store_mod
+    from ssmrepro.spec import load_spec
+
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    s4d = {"label": "S4D", "set": {"model.mixer": "s4d"}}
+    _one_run_spec(folder, name="ra", sweep=[{"cases": [s4d]}])
+    _one_run_spec(folder, name="rb", reuse=["ra"], sweep=[{"cases": [s4d]}])
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    rb, out = load_spec(folder / "rb.yaml"), tmp_path / "out"
+    (rid,) = _ids(rb)
+    looked = []
+    real = store_mod.find_reused
+    monkeypatch.setattr(store_mod, "find_reused", lambda *a: looked.append(a) or real(*a))
+    homes, _ = store_mod.shared_homes(rb, "smoke", None, out,
+                                      [rid] + [f"{i:012x}" for i in range(500)])
+    assert homes == {rid: out / "tests/ra"}
+    assert len(looked) <= 2, len(looked)
+
+
+@pytest.mark.parametrize("entry", ["self-spec", "self-spec.yaml", "./self-spec.yaml"])
+def test_r56p_a_spec_reusing_itself_is_refused(tmp_path, entry):
+    """`reuse: [<its own id>]` (a slip for another spec's id, or its own file): read as nothing
+    (a spec never reads itself as a reused one), so no record of the spec meant was reused and
+    its runs were trained again, exit 0, without a word. Refused, naming the entry."""
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    spec = _one_run_spec(folder, name="self-spec", reuse=[entry])
+    res = _invoke("validate", spec, env={"SSMREPRO_ROOT": str(root)})
+    _assert_refused(res, "reuse.0", "is this spec itself")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -383,7 +383,7 @@ def run_experiment(
     load = other_load()  # before our own calibration and training add to it
     runs, unique, pending = _pending(spec, profile, store, max_runs, overrides)
     # a run the `run` of a spec this one reuses trains too is claimed and recorded in its store
-    store.homes = shared_homes(spec, profile, overrides, out, [r.run_id for r in unique])
+    store.homes, more = shared_homes(spec, profile, overrides, out, [r.run_id for r in unique])
     done_before = len(unique) - len([r for r in unique if not store.is_done(r.run_id)])
     for w in store.to_say():
         warn_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
@@ -471,7 +471,8 @@ def run_experiment(
     from ..analysis import ANALYSES  # the training-time ones (others run at plot time)
 
     ws = WorkSettings(device, backend, tuple(a for a in spec.analysis if a in ANALYSES),
-                      spec.save_weights, commit=git_commit(), threads=threads)
+                      spec.save_weights, commit=git_commit(), threads=threads,
+                      more=more)
     csv_name = output_name(spec, profile, "results", "csv", overrides_tag(overrides, runs))
     tr = _Tracker(store, len(packs))
     by_id = {r.run_id: r for r in pending}

@@ -133,6 +133,17 @@ class WorkSettings:
     commit: str | None = None  # the planner's git commit (None: look it up where the pack trains)
     code: int = CODE_VERSION  # the planner's code version (what its run ids hash)
     threads: int | None = None  # intra-op threads per training process (None: torch's default)
+    # run id -> what else to keep of that run ('weights', analyses): a shared run recorded in the
+    # store of a reused spec that keeps more of it (``store.shared_homes``)
+    more: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def keeps(self, run_id: str) -> tuple[tuple[str, ...], bool]:
+        """The training-time analyses recorded for ``run_id`` and whether its weights are kept:
+        the spec's own and what a reused spec homing the run keeps (``more``)."""
+        more = self.more.get(run_id, ())
+        analyses = self.analyses + tuple(a for a in more if a != "weights" and a not in
+                                         self.analyses)
+        return analyses, self.save_weights or "weights" in more
 
 
 @dataclass
@@ -157,10 +168,12 @@ def train_records(runs: list, ws: WorkSettings, progress=None, heartbeat=None,
     claiming runs and writing records stay with the caller that owns the store."""
     reset_kernel_usage()
     keep: dict = {}
+    keeps = [ws.keeps(r.run_id) for r in runs]  # (a member's analyses are computed for the
+    analyses = tuple(dict.fromkeys(a for k in keeps for a in k[0]))  # pack, kept where asked)
     try:
         try:
             results = train_pack(runs, device=ws.device, progress=progress, heartbeat=heartbeat,
-                                 analyses=ws.analyses, keep=keep, micro_batch=micro_batch,
+                                 analyses=analyses, keep=keep, micro_batch=micro_batch,
                                  eval_chunk=eval_chunk)
         except MemberError as err:
             if not err.members:
@@ -169,7 +182,9 @@ def train_records(runs: list, ws: WorkSettings, progress=None, heartbeat=None,
         kernels = kernel_usage()
         records, weights = [], []
         for e, (r, res) in enumerate(zip(runs, results)):
-            keep_w = ws.save_weights and res["status"] == "ok"
+            if "analysis" in res:
+                res["analysis"] = {a: v for a, v in res["analysis"].items() if a in keeps[e][0]}
+            keep_w = keeps[e][1] and res["status"] == "ok"
             weights.append(member_state(keep["model"], e) if keep_w else None)
             records.append(make_record(r, res, ws.device, ws.backend, kernels, ws.commit, ws.code))
         return PackResult(records, weights)

@@ -705,9 +705,15 @@ def expand(spec: Spec, profile: str | None = None,
     prof = spec.profiles[profile]
     for i, name in enumerate(spec.reuse):  # the specs whose records this one reuses must exist
         try:
-            find_reused(spec, name)
+            other = find_reused(spec, name)
         except SpecError as err:
             raise SpecError([f"{spec.path}: reuse.{i}: {m}" for m in err.messages]) from None
+        if (other.paper, other.id) == (spec.paper, spec.id):  # (a spec is its results folder)
+            # read as nothing: a slip for another spec's id reused no record, without a word
+            raise SpecError([f"{spec.path}: reuse.{i}: {name!r} is this spec itself (paper "
+                             f"{spec.paper!r}, id {spec.id!r}), whose own records it reads "
+                             "anyway: name the spec whose records it reuses, or remove the "
+                             "entry"])
     # deep copies: a profile's nested `set` (yu2025-fig3 smoke's model.blocks.SSM.mixer.d_state)
     # was written into the spec's own mapping, so every later expand of another profile in the
     # same process (`figures`, `validate`, `list`) planned the runs with it
