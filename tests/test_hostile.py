@@ -27789,3 +27789,36 @@ def test_r53k_a_run_is_homed_only_in_a_store_that_keeps_no_more_of_it(tmp_path, 
         (rid,) = _ids(rb)
         want = {rid: out / "tests/ra"} if homed else {}
         assert shared_homes(rb, "smoke", None, out, [rid]) == want, ra_keeps
+
+
+def _r56o_narrow_runs(tmp_path, seeds=1, **train):
+    """S6 runs at d 4, N 1, T 8, batch 192: narrow scans, whose tiles are balanced over a
+    pack's members (``kernels.inplace.scan_plan``)."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = write_spec(tmp_path, name="t-r56o", task={"name": "keep_nth", "n": 2, "T": 8,
+                                                     "vocab": 8},
+                      model={"name": "seq_lm", "d_model": 4, "layers": ["A", "A"],
+                             "blocks": {"A": {"mixer": {"name": "s6", "d_state": 1}}}},
+                      sweep=[], seeds=list(range(seeds)))
+    return expand(load_spec(spec), "smoke", {"train.batch_size": 192, "train.train_size": None,
+                                             **{f"train.{k}": v for k, v in train.items()}})
+
+
+def test_r56o_pack_need_grows_with_the_pack_where_narrow_tiles_are_balanced(tmp_path):
+    """A narrow scan's tiles are balanced over the pack's members: 86 members took smaller
+    tiles than 85, and ``pack_need`` fell with the pack size (68.1 MB at 85, 62.3 MB at 86), so
+    ``largest_pack``'s binary search stopped 9 members short (77 for a room of the 86-pack's
+    estimate) and a pack size's leftover pack could need more than the full pack. The work
+    buffers are counted as the most of any pack of up to E members: the need never falls."""
+    from ssmrepro.train import largest_pack, pack_need
+
+    run = _r56o_narrow_runs(tmp_path)[0]
+    needs = [pack_need(run, E, "cpu") for E in range(1, 129)]
+    assert all(a < b for a, b in zip(needs, needs[1:]))
+    for E in (40, 85, 86, 90):
+        assert largest_pack(run, "cpu", needs[E - 1], 128) == E
+        assert largest_pack(run, "cpu", needs[E - 1] - 1, 128) == E - 1
+    one = pack_need(run, 1, "cpu")  # (one member: its own plan, as before)
+    assert one == needs[0] and largest_pack(run, "cpu", one - 1, 128) == 1
