@@ -27822,3 +27822,26 @@ def test_r56o_pack_need_grows_with_the_pack_where_narrow_tiles_are_balanced(tmp_
         assert largest_pack(run, "cpu", needs[E - 1] - 1, 128) == E - 1
     one = pack_need(run, 1, "cpu")  # (one member: its own plan, as before)
     assert one == needs[0] and largest_pack(run, "cpu", one - 1, 128) == 1
+
+
+def test_r56o_dry_run_prices_the_epoch_orders_of_a_fixed_training_set(tmp_path, monkeypatch):
+    """Each member draws an order of its whole fixed training set for each epoch it starts
+    (`--set train.train_size=100000000`: about 70 s a member for a run of 40 steps), which
+    `run --dry-run`'s estimate did not price (0.2 s). ``estimate_seconds`` adds the samples
+    drawn (``order_work``) at a rate measured here (``order_rate``), and says so."""
+    import importlib
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    from ssmrepro.engine.plan import Pack, estimate_seconds, order_rate, order_work
+
+    big = _r56o_narrow_runs(tmp_path, seeds=2, train_size=10**8)  # (40 steps of 192: 1 epoch)
+    small = _r56o_narrow_runs(tmp_path, seeds=2, train_size=384)  # (2 steps an epoch: 20)
+    none = _r56o_narrow_runs(tmp_path, seeds=2)
+    assert order_work(Pack("k", big)) == 2 * 10**8
+    assert order_work(Pack("k", small)) == 2 * 20 * 384 and order_work(Pack("k", none)) == 0
+    assert 0 < order_rate("cpu") < 1e-3
+    monkeypatch.setattr(plan_mod, "order_rate", lambda device: 1e-6)
+    base, how = estimate_seconds([Pack("k", none, step_s=0.01)], "cpu")
+    assert "epoch orders" not in how
+    priced, how = estimate_seconds([Pack("k", big, step_s=0.01)], "cpu")
+    assert priced == pytest.approx(base + 200) and "epoch orders of fixed training sets" in how
