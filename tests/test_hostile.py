@@ -27845,3 +27845,35 @@ def test_r56o_dry_run_prices_the_epoch_orders_of_a_fixed_training_set(tmp_path, 
     assert "epoch orders" not in how
     priced, how = estimate_seconds([Pack("k", big, step_s=0.01)], "cpu")
     assert priced == pytest.approx(base + 200) and "epoch orders of fixed training sets" in how
+
+
+def test_r56o_cpu_packs_are_sized_for_the_workers_that_share_the_memory(tmp_path, monkeypatch):
+    """`run --workers 2` on CPU planned packs (and their evaluation chunks) to fill the half of
+    the memory a pack may take, then found that two of them did not fit it together and fell
+    back to one worker with a warning. ``plan`` sizes packs for the workers that share the
+    memory (each a 1/workers share of the half), so both train at once; one worker as before."""
+    import importlib
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    from ssmrepro.engine.plan import pack_memory, pack_room, plan, workers_in_memory
+    from ssmrepro.train import pack_need
+
+    runs = _r53a_run(tmp_path, R53A_S6)[:8]
+    mem = 4 * pack_need(runs[0], 2, "cpu") + 16  # a quarter holds a pack of 2, the half of 5
+    assert pack_need(runs[0], 6, "cpu") > mem // 2 and pack_need(runs[0], 3, "cpu") > mem // 4
+    monkeypatch.setattr(plan_mod, "available_memory", lambda d: mem)
+    one = plan(runs, None, "cpu")
+    assert [len(p) for p in one] == [5, 3] and workers_in_memory(one, 2, mem) == 1
+    two = plan(runs, None, "cpu", workers=2)
+    assert [len(p) for p in two] == [2, 2, 2, 2] and workers_in_memory(two, 2, mem) == 2
+    assert {p.eval_room for p in two} == {pack_room(mem) // 2}
+    assert 2 * max(pack_memory(p) for p in two) <= pack_room(mem)
+    # fewer packs than workers, or runs too large for a share: planned for fewer workers
+    assert [p.eval_room for p in plan(runs[:1], None, "cpu", workers=2)] == [pack_room(mem)]
+    tight = 2 * pack_need(runs[0], 1, "cpu") + 8  # the half holds one run, a quarter none
+    monkeypatch.setattr(plan_mod, "available_memory", lambda d: tight)
+    assert [(len(p), p.eval_room) for p in plan(runs[:3], None, "cpu", workers=2)] == [
+        (1, pack_room(tight))] * 3
+    gpu = [[len(p) for p in plan(runs, None, "cuda:0", workers=w, available=mem,
+                                 budget_bytes=mem // 2)] for w in (1, 2)]
+    assert gpu[0] == gpu[1] and len(gpu[0]) < 8  # (CUDA workers take a GPU each)

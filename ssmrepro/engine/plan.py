@@ -55,7 +55,8 @@ def _budget(device: str) -> int:
     return 2 << 30
 
 
-def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> int:
+def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None,
+                   workers: int = 1) -> int:
     """Largest pack of these (same-shape) runs whose training activations fit the budget (CPU:
     2 GiB, GPU: half its free memory) and whose whole estimate (``train.pack_need``: the
     members' parameters with their gradients and Adam moments, and the larger of a training
@@ -66,7 +67,11 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> 
     the task's data is absent here (the size needs the sequence length, which a dataset knows
     once loaded) or the model is refused (its own check says why). Sized by the training
     activations alone, 41 runs of a 1 GB evaluation batch (51 MB of activations) made one pack
-    that allocated 22 GB in its first evaluation."""
+    that allocated 22 GB in its first evaluation. ``workers``: CPU workers that share the memory,
+    each training one such pack at a time: the half is theirs together, a pack's share of it
+    1/``workers`` (sized to the whole half, 2 workers' packs did not fit it together, and `run`
+    fell back to one worker, ``workers_in_memory``).
+    """
     if not runs:
         return 1
     from ..tasks import DataUnavailable
@@ -77,7 +82,7 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> 
         room = budget
     else:
         avail = available_memory(device)
-        room = UNBOUNDED if avail is None else pack_room(avail)
+        room = UNBOUNDED if avail is None else pack_room(avail) // max(1, workers)
     try:
         return largest_pack(runs[0], device, room, cap, budget)
     except DataUnavailable:  # a dataset not present here (a dry run of a paper profile): the
@@ -174,7 +179,7 @@ def by_shape(runs: list) -> dict[str, list]:
 
 def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
          costs: CostModel | None = None, budget_bytes: int | None = None,
-         available: int | None = None) -> list[Pack]:
+         available: int | None = None, workers: int = 1) -> list[Pack]:
     """Packs in first-appearance order of their key. Each group of same-shape runs is cut into
     packs of ``pack_size`` runs or of the size the cost model (``costs``; else the memory
     estimate) chooses, with the chosen micro-batch. ``budget_bytes``: the memory budget (default:
@@ -183,18 +188,25 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
     for its size: the whole evaluation batch wherever the pack fits ``pack_room`` (half) of
     ``available`` bytes (default: measured now on ``device``; the Ray engine passes what one
     worker has); where that is unknown, None: ``train_pack`` chooses with the memory of the
-    machine it runs on."""
+    machine it runs on. ``workers``: CPU workers that train packs at once in one memory (the
+    local engine's): packs and their evaluation chunks are sized to 1/``workers`` of that half
+    (``auto_pack_size``), for as many workers as then train at once (fewer packs than
+    workers, or packs that do not fit together, ``workers_in_memory``: planned again for fewer);
+    CUDA workers take a GPU each."""
     from ..tasks import DataUnavailable
 
     groups = by_shape(runs)
     avail = available if available is not None or not groups else available_memory(device)
+    share = 1 if device.startswith("cuda") else max(1, workers)
+    room = None if avail is None else pack_room(avail) // share
+    mark = len(costs.log) if costs is not None else 0
     packs = []
     for key, rs in groups.items():
         try:  # once per shape: the evaluation chunk of a pack of 1 reads it
             need = memory_need(rs[0], device) if hasattr(rs[0].model, "to_backbone") else None
         except (DataUnavailable, ValueError):  # (each reader says or handles it on its own)
             need = None
-        cap = auto_pack_size(rs, device, budget_bytes)
+        cap = auto_pack_size(rs, device, budget_bytes, share)
         if costs is not None:
             c = costs.choose(rs, cap, pack_size)
         else:
@@ -204,12 +216,19 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
             chunk = rs[i : i + c.size]
             if len(chunk) not in chunks:  # memory unknown here (a Ray head without the GPUs
                 #                               its workers have): the worker chooses (None)
-                chunks[len(chunk)] = (None if avail is None else
-                                      choose_eval_chunk(chunk[0], device, pack_room(avail),
-                                                        len(chunk),
+                chunks[len(chunk)] = (None if room is None else
+                                      choose_eval_chunk(chunk[0], device, room, len(chunk),
                                                         need if len(chunk) == 1 else None))
             packs.append(Pack(key, chunk, c.micro_batch, c.step_s if len(chunk) == c.size else None,
-                              chunks[len(chunk)], None if avail is None else pack_room(avail)))
+                              chunks[len(chunk)], room))
+    # as many shares as packs that fit together: runs too large for a share (packs of 1 that
+    # exceed it) or fewer packs than workers leave fewer workers at once, each a larger share
+    n = max(1, min(share, len(packs)))
+    fit = n if room is None or n < 2 else workers_in_memory(packs, n, avail)
+    if fit < share:
+        if costs is not None:
+            del costs.log[mark:]  # (said again by the plan that is kept)
+        return plan(runs, pack_size, device, costs, budget_bytes, avail, fit)
     return packs
 
 
