@@ -27877,3 +27877,22 @@ def test_r56o_cpu_packs_are_sized_for_the_workers_that_share_the_memory(tmp_path
     gpu = [[len(p) for p in plan(runs, None, "cuda:0", workers=w, available=mem,
                                  budget_bytes=mem // 2)] for w in (1, 2)]
     assert gpu[0] == gpu[1] and len(gpu[0]) < 8  # (CUDA workers take a GPU each)
+
+
+def test_r56o_packs_are_sized_by_the_memory_the_plan_is_given(tmp_path, monkeypatch):
+    """``plan(available=...)`` (the Ray engine's largest node on CPU) chose the evaluation
+    chunks by that memory but the pack sizes by the memory of the machine that planned
+    (``auto_pack_size`` measured its own): a head with more memory than its nodes planned packs
+    that no node holds. Both follow the memory given now; measured here where none is."""
+    import importlib
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    from ssmrepro.engine.plan import auto_pack_size, plan
+    from ssmrepro.train import pack_need
+
+    runs = _r53a_run(tmp_path, R53A_S6)[:8]
+    node = 2 * pack_need(runs[0], 2, "cpu") + 8  # a pack of 2 fits its half, one of 3 does not
+    monkeypatch.setattr(plan_mod, "available_memory", lambda d: 1 << 40)  # the head: 1 TB
+    assert [len(p) for p in plan(runs, None, "cpu", available=node)] == [2] * 4
+    assert auto_pack_size(runs, "cpu", available=node) == 2
+    assert [len(p) for p in plan(runs, None, "cpu")] == [8]

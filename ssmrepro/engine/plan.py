@@ -56,7 +56,7 @@ def _budget(device: str) -> int:
 
 
 def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None,
-                   workers: int = 1) -> int:
+                   workers: int = 1, available: int | None = None) -> int:
     """Largest pack of these (same-shape) runs whose training activations fit the budget (CPU:
     2 GiB, GPU: half its free memory) and whose whole estimate (``train.pack_need``: the
     members' parameters with their gradients and Adam moments, and the larger of a training
@@ -70,7 +70,9 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None,
     that allocated 22 GB in its first evaluation. ``workers``: CPU workers that share the memory,
     each training one such pack at a time: the half is theirs together, a pack's share of it
     1/``workers`` (sized to the whole half, 2 workers' packs did not fit it together, and `run`
-    fell back to one worker, ``workers_in_memory``).
+    fell back to one worker, ``workers_in_memory``). ``available``: the memory on CPU (default:
+    measured now; ``plan``'s, which the Ray engine gives as its largest node's: the packs were
+    sized by the memory of the machine that planned them, their evaluation chunks by the node's).
     """
     if not runs:
         return 1
@@ -81,7 +83,7 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None,
     if device.startswith("cuda"):
         room = budget
     else:
-        avail = available_memory(device)
+        avail = available_memory(device) if available is None else available
         room = UNBOUNDED if avail is None else pack_room(avail) // max(1, workers)
     try:
         return largest_pack(runs[0], device, room, cap, budget)
@@ -206,7 +208,7 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
             need = memory_need(rs[0], device) if hasattr(rs[0].model, "to_backbone") else None
         except (DataUnavailable, ValueError):  # (each reader says or handles it on its own)
             need = None
-        cap = auto_pack_size(rs, device, budget_bytes, share)
+        cap = auto_pack_size(rs, device, budget_bytes, share, avail)
         if costs is not None:
             c = costs.choose(rs, cap, pack_size)
         else:
