@@ -27896,3 +27896,26 @@ def test_r56o_packs_are_sized_by_the_memory_the_plan_is_given(tmp_path, monkeypa
     assert [len(p) for p in plan(runs, None, "cpu", available=node)] == [2] * 4
     assert auto_pack_size(runs, "cpu", available=node) == 2
     assert [len(p) for p in plan(runs, None, "cpu")] == [8]
+
+
+def test_r56o_a_pack_evaluated_in_chunks_trains_beside_another_and_says_its_share(
+        tmp_path, monkeypatch):
+    """A pack whose evaluation was chunked to fill the half of the memory a pack may take
+    always trained alone (two such packs never fit the half together). Sized for 2 workers,
+    each pack's chunk fits a share, both train at once, and the plan's line names the share
+    (it said 'the half', of a room that was a quarter)."""
+    import importlib
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    from ssmrepro.engine.plan import eval_chunk_lines, plan, workers_in_memory
+    from ssmrepro.train import pack_need
+
+    runs = _r53a_run(tmp_path, R53A_S6, eval_batch_size=256, val_size=256, test_size=256)[:2]
+    mem = 2 * (pack_need(runs[0], 1, "cpu") + pack_need(runs[0], 1, "cpu", 1))
+    monkeypatch.setattr(plan_mod, "available_memory", lambda d: mem)
+    one, two = (plan(runs, 1, "cpu", workers=w) for w in (1, 2))
+    assert [p.eval_chunk for p in one] == [256, 256] and workers_in_memory(one, 2, mem) == 1
+    assert all(p.eval_chunk < 256 for p in two) and workers_in_memory(two, 2, mem) == 2
+    (line,) = eval_chunk_lines(two, "cpu")
+    assert ("do not fit its share of the half of the memory available that packs may take "
+            "(one of 2 workers training at once)") in line

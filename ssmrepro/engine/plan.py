@@ -39,6 +39,7 @@ class Pack:
     eval_chunk: int | None = None  # sequences per evaluation pass (``train.choose_eval_chunk``;
     #                                None: not planned, the worker chooses)
     eval_room: int | None = None  # the bytes the chunk was chosen to fit (``pack_room``)
+    shares: int = 1  # CPU workers whose packs share that half (``plan``: eval_room is 1/shares)
 
     def __len__(self) -> int:
         return len(self.runs)
@@ -222,7 +223,7 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
                                       choose_eval_chunk(chunk[0], device, room, len(chunk),
                                                         need if len(chunk) == 1 else None))
             packs.append(Pack(key, chunk, c.micro_batch, c.step_s if len(chunk) == c.size else None,
-                              chunks[len(chunk)], room))
+                              chunks[len(chunk)], room, share))
     # as many shares as packs that fit together: runs too large for a share (packs of 1 that
     # exceed it) or fewer packs than workers leave fewer workers at once, each a larger share
     n = max(1, min(share, len(packs)))
@@ -260,15 +261,16 @@ def eval_chunk_lines(packs: list[Pack], device: str) -> list[str]:
         label = f" {r0.label}" if r0.label else ""
         where = r0.coords_text()
         whole = _gb(pack_need(r0, len(p), device))
+        half = ("the half of the memory available that a pack may take" if p.shares <= 1 else
+                f"its share of the half of the memory available that packs may take (one of "
+                f"{p.shares} workers training at once)")
         how = ("whole (chunks would need no less: its training step is the larger)" if m >= eb
                else f"in chunks of {m} sequence{'s' if m > 1 else ''}")
         out[p.key] = (f"run{label}{f' ({where})' if where else ''}: evaluates its batches of "
                       f"{eb} (train.eval_batch_size) {how}"
                       f": a pack of {len(p)} then needs about {_gb(need)} on {device}"
-                      + (f"; whole batches, {whole}, do not fit the half of the memory "
-                         "available that a pack may take" if fits else
-                         f", more than the half of the memory available that a pack may take "
-                         f"({_gb(p.eval_room)}"
+                      + (f"; whole batches, {whole}, do not fit {half}" if fits else
+                         f", more than {half} ({_gb(p.eval_room)}"
                          + ("" if m >= eb else f"; whole batches: {whole}")
                          + "): it runs, as all of the memory holds it, with less room for the "
                          "estimate's error"
