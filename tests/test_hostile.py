@@ -27919,3 +27919,21 @@ def test_r56o_a_pack_evaluated_in_chunks_trains_beside_another_and_says_its_shar
     (line,) = eval_chunk_lines(two, "cpu")
     assert ("do not fit its share of the half of the memory available that packs may take "
             "(one of 2 workers training at once)") in line
+
+
+def test_r56o_a_refused_pack_size_names_the_fixed_training_sets_order(tmp_path):
+    """`--pack-size 16` beside `train.train_size=100000000` (a tiny model, 5.6 GB a run, nearly
+    all of it the epoch's order of the set) was refused as 'about 5.6 GB each: parameters with
+    their gradients and Adam moments, and a training step's or evaluation pass's activations':
+    the model's parts only. The line names the order and the key; without a set, unchanged."""
+    from ssmrepro.engine.plan import pack_size_problems
+    from ssmrepro.train import pack_need
+
+    runs = _r53a_run(tmp_path, R53A_S6, train_size=10**8)
+    one = pack_need(runs[0], 1, "cpu", eval_chunk=1)
+    (msg,) = pack_size_problems(runs, 16, "cpu", available=4 * one)
+    assert ("and the order of its fixed training set of 100,000,000 samples, drawn anew each "
+            "epoch (train.train_size)") in msg and "give --pack-size 4 or less" in msg
+    plain = _r53a_run(tmp_path, R53A_S6)
+    (msg,) = pack_size_problems(plain, 16, "cpu", available=4 * pack_need(plain[0], 1, "cpu", 1))
+    assert "train.train_size" not in msg

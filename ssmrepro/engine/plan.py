@@ -136,6 +136,11 @@ def pack_size_problems(runs: list, pack_size: int | None, device: str,
         if one > avail or whole <= avail:  # one run too large: ``memory_problems``' case
             continue
         which = rs[0].label or rs[0].coords_text()
+        n = rs[0].train.train_size  # (each member's order of it: ``train.memory_need``; the
+        #                             line named only the model's parts, 5.6 GB a run of a tiny
+        #                             model at 10**8 samples read as the model's)
+        order = (f", and the order of its fixed training set of {n:,} samples, drawn anew each "
+                 "epoch (train.train_size)" if n else "")
         k = largest_pack(rs[0], device, avail, E - 1, eval_chunk=1)
         more = (whole - one) // (E - 1)  # each member past the first (an average of a whole
         #                                  estimate read as if the k runs held k of it)
@@ -146,7 +151,7 @@ def pack_size_problems(runs: list, pack_size: int | None, device: str,
                    f"needs about "
                    f"{_gb(whole)} of memory on {device} ({each}: parameters "
                    f"with their gradients and Adam moments, and a training step's or evaluation "
-                   f"pass's activations, evaluating one sequence at a time{shared}); only "
+                   f"pass's activations, evaluating one sequence at a time{order}{shared}); only "
                    f"{_gb(avail)} "
                    f"is available, which holds {k} such "
                    f"run{'s' if k > 1 else ''} at once: give --pack-size {k} or less, or leave it "
