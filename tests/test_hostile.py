@@ -27996,3 +27996,151 @@ def test_r56n_a_paper_value_on_a_seed_spread_of_one_seed_cells_is_refused(tmp_pa
                     "has one seed in every profile: it would never be measured nor match")
     assert _invoke("validate", write_spec(tmp_path, seeds=[0, 1],
                                           paper_values=[pv])).exit_code == 0
+
+
+def _r56o_narrow_runs(tmp_path, seeds=1, **train):
+    """S6 runs at d 4, N 1, T 8, batch 192: narrow scans, whose tiles are balanced over a
+    pack's members (``kernels.inplace.scan_plan``)."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = write_spec(tmp_path, name="t-r56o", task={"name": "keep_nth", "n": 2, "T": 8,
+                                                     "vocab": 8},
+                      model={"name": "seq_lm", "d_model": 4, "layers": ["A", "A"],
+                             "blocks": {"A": {"mixer": {"name": "s6", "d_state": 1}}}},
+                      sweep=[], seeds=list(range(seeds)))
+    return expand(load_spec(spec), "smoke", {"train.batch_size": 192, "train.train_size": None,
+                                             **{f"train.{k}": v for k, v in train.items()}})
+
+
+def test_r56o_pack_need_grows_with_the_pack_where_narrow_tiles_are_balanced(tmp_path):
+    """A narrow scan's tiles are balanced over the pack's members: 86 members took smaller
+    tiles than 85, and ``pack_need`` fell with the pack size (68.1 MB at 85, 62.3 MB at 86), so
+    ``largest_pack``'s binary search stopped 9 members short (77 for a room of the 86-pack's
+    estimate) and a pack size's leftover pack could need more than the full pack. The work
+    buffers are counted as the most of any pack of up to E members: the need never falls."""
+    from ssmrepro.train import largest_pack, pack_need
+
+    run = _r56o_narrow_runs(tmp_path)[0]
+    needs = [pack_need(run, E, "cpu") for E in range(1, 129)]
+    assert all(a < b for a, b in zip(needs, needs[1:]))
+    for E in (40, 85, 86, 90):
+        assert largest_pack(run, "cpu", needs[E - 1], 128) == E
+        assert largest_pack(run, "cpu", needs[E - 1] - 1, 128) == E - 1
+    one = pack_need(run, 1, "cpu")  # (one member: its own plan, as before)
+    assert one == needs[0] and largest_pack(run, "cpu", one - 1, 128) == 1
+
+
+def test_r56o_dry_run_prices_the_epoch_orders_of_a_fixed_training_set(tmp_path, monkeypatch):
+    """Each member draws an order of its whole fixed training set for each epoch it starts
+    (`--set train.train_size=100000000`: about 70 s a member for a run of 40 steps), which
+    `run --dry-run`'s estimate did not price (0.2 s). ``estimate_seconds`` adds the samples
+    drawn (``order_work``) at a rate measured here (``order_rate``), and says so."""
+    import importlib
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    from ssmrepro.engine.plan import Pack, estimate_seconds, order_rate, order_work
+
+    big = _r56o_narrow_runs(tmp_path, seeds=2, train_size=10**8)  # (40 steps of 192: 1 epoch)
+    small = _r56o_narrow_runs(tmp_path, seeds=2, train_size=384)  # (2 steps an epoch: 20)
+    none = _r56o_narrow_runs(tmp_path, seeds=2)
+    assert order_work(Pack("k", big)) == 2 * 10**8
+    assert order_work(Pack("k", small)) == 2 * 20 * 384 and order_work(Pack("k", none)) == 0
+    assert 0 < order_rate("cpu") < 1e-3
+    monkeypatch.setattr(plan_mod, "order_rate", lambda device: 1e-6)
+    base, how = estimate_seconds([Pack("k", none, step_s=0.01)], "cpu")
+    assert "epoch orders" not in how
+    priced, how = estimate_seconds([Pack("k", big, step_s=0.01)], "cpu")
+    assert priced == pytest.approx(base + 200) and "epoch orders of fixed training sets" in how
+
+
+def test_r56o_cpu_packs_are_sized_for_the_workers_that_share_the_memory(tmp_path, monkeypatch):
+    """`run --workers 2` on CPU planned packs (and their evaluation chunks) to fill the half of
+    the memory a pack may take, then found that two of them did not fit it together and fell
+    back to one worker with a warning. ``plan`` sizes packs for the workers that share the
+    memory (each a 1/workers share of the half), so both train at once; one worker as before."""
+    import importlib
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    from ssmrepro.engine.plan import pack_memory, pack_room, plan, workers_in_memory
+    from ssmrepro.train import pack_need
+
+    runs = _r53a_run(tmp_path, R53A_S6)[:8]
+    mem = 4 * pack_need(runs[0], 2, "cpu") + 16  # a quarter holds a pack of 2, the half of 5
+    assert pack_need(runs[0], 6, "cpu") > mem // 2 and pack_need(runs[0], 3, "cpu") > mem // 4
+    monkeypatch.setattr(plan_mod, "available_memory", lambda d: mem)
+    one = plan(runs, None, "cpu")
+    assert [len(p) for p in one] == [5, 3] and workers_in_memory(one, 2, mem) == 1
+    two = plan(runs, None, "cpu", workers=2)
+    assert [len(p) for p in two] == [2, 2, 2, 2] and workers_in_memory(two, 2, mem) == 2
+    assert {p.eval_room for p in two} == {pack_room(mem) // 2}
+    assert 2 * max(pack_memory(p) for p in two) <= pack_room(mem)
+    # fewer packs than workers, or runs too large for a share: planned for fewer workers
+    assert [p.eval_room for p in plan(runs[:1], None, "cpu", workers=2)] == [pack_room(mem)]
+    tight = 2 * pack_need(runs[0], 1, "cpu") + 8  # the half holds one run, a quarter none
+    monkeypatch.setattr(plan_mod, "available_memory", lambda d: tight)
+    assert [(len(p), p.eval_room) for p in plan(runs[:3], None, "cpu", workers=2)] == [
+        (1, pack_room(tight))] * 3
+    gpu = [[len(p) for p in plan(runs, None, "cuda:0", workers=w, available=mem,
+                                 budget_bytes=mem // 2)] for w in (1, 2)]
+    assert gpu[0] == gpu[1] and len(gpu[0]) < 8  # (CUDA workers take a GPU each)
+
+
+def test_r56o_packs_are_sized_by_the_memory_the_plan_is_given(tmp_path, monkeypatch):
+    """``plan(available=...)`` (the Ray engine's largest node on CPU) chose the evaluation
+    chunks by that memory but the pack sizes by the memory of the machine that planned
+    (``auto_pack_size`` measured its own): a head with more memory than its nodes planned packs
+    that no node holds. Both follow the memory given now; measured here where none is."""
+    import importlib
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    from ssmrepro.engine.plan import auto_pack_size, plan
+    from ssmrepro.train import pack_need
+
+    runs = _r53a_run(tmp_path, R53A_S6)[:8]
+    node = 2 * pack_need(runs[0], 2, "cpu") + 8  # a pack of 2 fits its half, one of 3 does not
+    monkeypatch.setattr(plan_mod, "available_memory", lambda d: 1 << 40)  # the head: 1 TB
+    assert [len(p) for p in plan(runs, None, "cpu", available=node)] == [2] * 4
+    assert auto_pack_size(runs, "cpu", available=node) == 2
+    assert [len(p) for p in plan(runs, None, "cpu")] == [8]
+
+
+def test_r56o_a_pack_evaluated_in_chunks_trains_beside_another_and_says_its_share(
+        tmp_path, monkeypatch):
+    """A pack whose evaluation was chunked to fill the half of the memory a pack may take
+    always trained alone (two such packs never fit the half together). Sized for 2 workers,
+    each pack's chunk fits a share, both train at once, and the plan's line names the share
+    (it said 'the half', of a room that was a quarter)."""
+    import importlib
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    from ssmrepro.engine.plan import eval_chunk_lines, plan, workers_in_memory
+    from ssmrepro.train import pack_need
+
+    runs = _r53a_run(tmp_path, R53A_S6, eval_batch_size=256, val_size=256, test_size=256)[:2]
+    mem = 2 * (pack_need(runs[0], 1, "cpu") + pack_need(runs[0], 1, "cpu", 1))
+    monkeypatch.setattr(plan_mod, "available_memory", lambda d: mem)
+    one, two = (plan(runs, 1, "cpu", workers=w) for w in (1, 2))
+    assert [p.eval_chunk for p in one] == [256, 256] and workers_in_memory(one, 2, mem) == 1
+    assert all(p.eval_chunk < 256 for p in two) and workers_in_memory(two, 2, mem) == 2
+    (line,) = eval_chunk_lines(two, "cpu")
+    assert ("do not fit its share of the half of the memory available that packs may take "
+            "(one of 2 workers training at once)") in line
+
+
+def test_r56o_a_refused_pack_size_names_the_fixed_training_sets_order(tmp_path):
+    """`--pack-size 16` beside `train.train_size=100000000` (a tiny model, 5.6 GB a run, nearly
+    all of it the epoch's order of the set) was refused as 'about 5.6 GB each: parameters with
+    their gradients and Adam moments, and a training step's or evaluation pass's activations':
+    the model's parts only. The line names the order and the key; without a set, unchanged."""
+    from ssmrepro.engine.plan import pack_size_problems
+    from ssmrepro.train import pack_need
+
+    runs = _r53a_run(tmp_path, R53A_S6, train_size=10**8)
+    one = pack_need(runs[0], 1, "cpu", eval_chunk=1)
+    (msg,) = pack_size_problems(runs, 16, "cpu", available=4 * one)
+    assert ("and the order of its fixed training set of 100,000,000 samples, drawn anew each "
+            "epoch (train.train_size)") in msg and "give --pack-size 4 or less" in msg
+    plain = _r53a_run(tmp_path, R53A_S6)
+    (msg,) = pack_size_problems(plain, 16, "cpu", available=4 * pack_need(plain[0], 1, "cpu", 1))
+    assert "train.train_size" not in msg

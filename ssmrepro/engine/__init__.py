@@ -249,7 +249,8 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
                             backend) if estimate else None)
         if costs is not None:  # measuring every shape of a paper profile took hours
             costs.deadline = time.perf_counter() + DRY_RUN_CALIBRATION_S
-        packs = plan(fit, pack_size, device, costs if calibrate else None)
+        packs = plan(fit, pack_size, device, costs if calibrate else None,
+                     workers=min(want, len(fit) or 1))  # (sized as `run` sizes them)
         # (runs too large to train here, extrapolated below, are no runs evaluated in chunks)
         chunked = eval_chunk_lines(packs, device)
         oversized = []
@@ -440,7 +441,9 @@ def run_experiment(
     costs = (cost_model(device, workers, threads, backend) if calibrate and engine == "local"
              else None)
     avail = room if engine == "ray" and pending else None  # (None: measured here)
-    packs = plan(pending, pack_size, device, costs, budget, available=avail)
+    # local CPU workers share one memory: packs sized for as many as will train at once
+    sharing = min(want, len(pending) or 1) if engine == "local" else 1
+    packs = plan(pending, pack_size, device, costs, budget, available=avail, workers=sharing)
     for line in costs.log if costs else []:
         console.print(f"[dim]planner: {escape(line)}[/]", highlight=False)
     for line in eval_chunk_lines(packs, device):
@@ -533,7 +536,8 @@ def run_experiment(
                         run_in_process(work, store, ws, on_event)
                     work = _wait_for_others(tr, by_id, store, pack_size, device, prog, bar,
                                             console, wait_poll_s, first_index=len(tr.ended),
-                                            budget=budget)
+                                            budget=budget,
+                                            workers=n_workers if engine == "local" else 1)
                     tr.n_packs = len(tr.ended) + len(work)
             except KeyboardInterrupt:
                 interrupted = True
@@ -573,9 +577,10 @@ def progress_columns() -> list:
 def _wait_for_others(tr: _Tracker, by_id: dict[str, RunConfig], store: Store,
                      pack_size: int | None, device: str, prog, bar, console: Console,
                      poll_s: float, first_index: int,
-                     budget: int | None = None) -> list[tuple[int, Pack]]:
+                     budget: int | None = None, workers: int = 1) -> list[tuple[int, Pack]]:
     """Runs skipped because another process held their claim: wait until they are done; return
-    new packs for those whose claim went stale (their holder died) so this command trains them."""
+    new packs for those whose claim went stale (their holder died) so this command trains them
+    (sized for the ``workers`` that train them at once, as ``plan`` sizes them)."""
     announced = False
     while True:
         waiting = [r for r in tr.skipped
@@ -597,7 +602,8 @@ def _wait_for_others(tr: _Tracker, by_id: dict[str, RunConfig], store: Store,
                 time.sleep(poll_s)
             tr.offered.update(free)
             tr.skipped.difference_update(free)
-            packs = plan([by_id[r] for r in free], pack_size, device, budget_bytes=budget)
+            packs = plan([by_id[r] for r in free], pack_size, device, budget_bytes=budget,
+                         workers=workers)
             return [(first_index + k, p) for k, p in enumerate(packs)]
         if not announced:
             # a marker's own wait (``Store.takeover_wait``): one touched up to MARKER_DEBRIS_S

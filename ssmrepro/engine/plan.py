@@ -7,6 +7,7 @@ calibrates, else from the memory estimate (E as large as memory allows, whole ba
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 
@@ -38,6 +39,7 @@ class Pack:
     eval_chunk: int | None = None  # sequences per evaluation pass (``train.choose_eval_chunk``;
     #                                None: not planned, the worker chooses)
     eval_room: int | None = None  # the bytes the chunk was chosen to fit (``pack_room``)
+    shares: int = 1  # CPU workers whose packs share that half (``plan``: eval_room is 1/shares)
 
     def __len__(self) -> int:
         return len(self.runs)
@@ -54,7 +56,8 @@ def _budget(device: str) -> int:
     return 2 << 30
 
 
-def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> int:
+def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None,
+                   workers: int = 1, available: int | None = None) -> int:
     """Largest pack of these (same-shape) runs whose training activations fit the budget (CPU:
     2 GiB, GPU: half its free memory) and whose whole estimate (``train.pack_need``: the
     members' parameters with their gradients and Adam moments, and the larger of a training
@@ -65,7 +68,13 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> 
     the task's data is absent here (the size needs the sequence length, which a dataset knows
     once loaded) or the model is refused (its own check says why). Sized by the training
     activations alone, 41 runs of a 1 GB evaluation batch (51 MB of activations) made one pack
-    that allocated 22 GB in its first evaluation."""
+    that allocated 22 GB in its first evaluation. ``workers``: CPU workers that share the memory,
+    each training one such pack at a time: the half is theirs together, a pack's share of it
+    1/``workers`` (sized to the whole half, 2 workers' packs did not fit it together, and `run`
+    fell back to one worker, ``workers_in_memory``). ``available``: the memory on CPU (default:
+    measured now; ``plan``'s, which the Ray engine gives as its largest node's: the packs were
+    sized by the memory of the machine that planned them, their evaluation chunks by the node's).
+    """
     if not runs:
         return 1
     from ..tasks import DataUnavailable
@@ -75,8 +84,8 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> 
     if device.startswith("cuda"):
         room = budget
     else:
-        avail = available_memory(device)
-        room = UNBOUNDED if avail is None else pack_room(avail)
+        avail = available_memory(device) if available is None else available
+        room = UNBOUNDED if avail is None else pack_room(avail) // max(1, workers)
     try:
         return largest_pack(runs[0], device, room, cap, budget)
     except DataUnavailable:  # a dataset not present here (a dry run of a paper profile): the
@@ -127,6 +136,11 @@ def pack_size_problems(runs: list, pack_size: int | None, device: str,
         if one > avail or whole <= avail:  # one run too large: ``memory_problems``' case
             continue
         which = rs[0].label or rs[0].coords_text()
+        n = rs[0].train.train_size  # (each member's order of it: ``train.memory_need``; the
+        #                             line named only the model's parts, 5.6 GB a run of a tiny
+        #                             model at 10**8 samples read as the model's)
+        order = (f", and the order of its fixed training set of {n:,} samples, drawn anew each "
+                 "epoch (train.train_size)" if n else "")
         k = largest_pack(rs[0], device, avail, E - 1, eval_chunk=1)
         more = (whole - one) // (E - 1)  # each member past the first (an average of a whole
         #                                  estimate read as if the k runs held k of it)
@@ -137,7 +151,7 @@ def pack_size_problems(runs: list, pack_size: int | None, device: str,
                    f"needs about "
                    f"{_gb(whole)} of memory on {device} ({each}: parameters "
                    f"with their gradients and Adam moments, and a training step's or evaluation "
-                   f"pass's activations, evaluating one sequence at a time{shared}); only "
+                   f"pass's activations, evaluating one sequence at a time{order}{shared}); only "
                    f"{_gb(avail)} "
                    f"is available, which holds {k} such "
                    f"run{'s' if k > 1 else ''} at once: give --pack-size {k} or less, or leave it "
@@ -173,7 +187,7 @@ def by_shape(runs: list) -> dict[str, list]:
 
 def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
          costs: CostModel | None = None, budget_bytes: int | None = None,
-         available: int | None = None) -> list[Pack]:
+         available: int | None = None, workers: int = 1) -> list[Pack]:
     """Packs in first-appearance order of their key. Each group of same-shape runs is cut into
     packs of ``pack_size`` runs or of the size the cost model (``costs``; else the memory
     estimate) chooses, with the chosen micro-batch. ``budget_bytes``: the memory budget (default:
@@ -182,18 +196,25 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
     for its size: the whole evaluation batch wherever the pack fits ``pack_room`` (half) of
     ``available`` bytes (default: measured now on ``device``; the Ray engine passes what one
     worker has); where that is unknown, None: ``train_pack`` chooses with the memory of the
-    machine it runs on."""
+    machine it runs on. ``workers``: CPU workers that train packs at once in one memory (the
+    local engine's): packs and their evaluation chunks are sized to 1/``workers`` of that half
+    (``auto_pack_size``), for as many workers as then train at once (fewer packs than
+    workers, or packs that do not fit together, ``workers_in_memory``: planned again for fewer);
+    CUDA workers take a GPU each."""
     from ..tasks import DataUnavailable
 
     groups = by_shape(runs)
     avail = available if available is not None or not groups else available_memory(device)
+    share = 1 if device.startswith("cuda") else max(1, workers)
+    room = None if avail is None else pack_room(avail) // share
+    mark = len(costs.log) if costs is not None else 0
     packs = []
     for key, rs in groups.items():
         try:  # once per shape: the evaluation chunk of a pack of 1 reads it
             need = memory_need(rs[0], device) if hasattr(rs[0].model, "to_backbone") else None
         except (DataUnavailable, ValueError):  # (each reader says or handles it on its own)
             need = None
-        cap = auto_pack_size(rs, device, budget_bytes)
+        cap = auto_pack_size(rs, device, budget_bytes, share, avail)
         if costs is not None:
             c = costs.choose(rs, cap, pack_size)
         else:
@@ -203,12 +224,19 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
             chunk = rs[i : i + c.size]
             if len(chunk) not in chunks:  # memory unknown here (a Ray head without the GPUs
                 #                               its workers have): the worker chooses (None)
-                chunks[len(chunk)] = (None if avail is None else
-                                      choose_eval_chunk(chunk[0], device, pack_room(avail),
-                                                        len(chunk),
+                chunks[len(chunk)] = (None if room is None else
+                                      choose_eval_chunk(chunk[0], device, room, len(chunk),
                                                         need if len(chunk) == 1 else None))
             packs.append(Pack(key, chunk, c.micro_batch, c.step_s if len(chunk) == c.size else None,
-                              chunks[len(chunk)], None if avail is None else pack_room(avail)))
+                              chunks[len(chunk)], room, share))
+    # as many shares as packs that fit together: runs too large for a share (packs of 1 that
+    # exceed it) or fewer packs than workers leave fewer workers at once, each a larger share
+    n = max(1, min(share, len(packs)))
+    fit = n if room is None or n < 2 else workers_in_memory(packs, n, avail)
+    if fit < share:
+        if costs is not None:
+            del costs.log[mark:]  # (said again by the plan that is kept)
+        return plan(runs, pack_size, device, costs, budget_bytes, avail, fit)
     return packs
 
 
@@ -238,15 +266,16 @@ def eval_chunk_lines(packs: list[Pack], device: str) -> list[str]:
         label = f" {r0.label}" if r0.label else ""
         where = r0.coords_text()
         whole = _gb(pack_need(r0, len(p), device))
+        half = ("the half of the memory available that a pack may take" if p.shares <= 1 else
+                f"its share of the half of the memory available that packs may take (one of "
+                f"{p.shares} workers training at once)")
         how = ("whole (chunks would need no less: its training step is the larger)" if m >= eb
                else f"in chunks of {m} sequence{'s' if m > 1 else ''}")
         out[p.key] = (f"run{label}{f' ({where})' if where else ''}: evaluates its batches of "
                       f"{eb} (train.eval_batch_size) {how}"
                       f": a pack of {len(p)} then needs about {_gb(need)} on {device}"
-                      + (f"; whole batches, {whole}, do not fit the half of the memory "
-                         "available that a pack may take" if fits else
-                         f", more than the half of the memory available that a pack may take "
-                         f"({_gb(p.eval_room)}"
+                      + (f"; whole batches, {whole}, do not fit {half}" if fits else
+                         f", more than {half} ({_gb(p.eval_room)}"
                          + ("" if m >= eb else f"; whole batches: {whole}")
                          + "): it runs, as all of the memory holds it, with less room for the "
                          "estimate's error"
@@ -306,6 +335,12 @@ def estimate_seconds(packs: list[Pack], device: str, samples: int = 3,
     if capped:
         how += (f"; {capped} pack{'s' if capped > 1 else ''} at most their train.time_limit_s "
                 "and evaluation")
+    work = sum(order_work(p) for p in packs)
+    if work:
+        rate = order_rate(device)
+        total += rate * work
+        how += (f"; the epoch orders of fixed training sets (train.train_size) priced at "
+                f"{rate * 1e6:.2f} s per million samples drawn, measured")
     return total, how + "; evaluation as forward passes"
 
 
@@ -344,6 +379,39 @@ def pack_seconds(step_s: float, p: Pack) -> float:
         ev = max(eval_steps(r.train, run_eval_scale(r)) for r in p.runs)
         s = min(s, max(limits) + step_s * ev)
     return s
+
+
+ORDER_PROBE = 1 << 18  # samples of the epoch order ``order_rate`` draws and times
+
+
+def order_work(p: Pack) -> int:
+    """Samples of the epoch orders a pack's members draw: each member with a fixed training
+    set of n samples (``train.train_size``) draws one order of it for each epoch it starts
+    (``rng.permutation_keys``: n hashed draws and their argsort, whatever the steps it then
+    reads). Not priced, 10**8 samples beside a tiny model read 0.2 s in `run --dry-run` for a
+    run whose order took about 70 s to draw."""
+    return sum(-(-r.train.total_steps // r.train.steps_per_epoch) * r.train.train_size
+               for r in p.runs if r.train.train_size)
+
+
+def order_rate(device: str) -> float:
+    """Seconds per sample of an epoch order drawn on ``device`` (``order_work``): the faster of
+    two draws of one member's order of ``ORDER_PROBE`` samples, timed here (the hashing, linear
+    in the samples, is most of it; the sort's log factor is left out)."""
+    import torch
+
+    from ..tasks import rng
+
+    dev = torch.device(device)
+    k = rng.key(torch.zeros(1, dtype=torch.int64, device=dev), 0)
+    best = math.inf
+    for _ in range(2):
+        t0 = time.perf_counter()
+        rng.permutation_keys(k, ORDER_PROBE)
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        best = min(best, time.perf_counter() - t0)
+    return best / ORDER_PROBE
 
 
 def pack_steps(p: Pack) -> int:

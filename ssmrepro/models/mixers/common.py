@@ -51,14 +51,19 @@ def scan_path(device: str, members: int = 1) -> Iterator[None]:
         _SCAN_ON_CPU.reset(token)
 
 
-def _pack_plan(batch: int, d: int, N: int, L: int):
-    """(plan, members): the fused scan's plan for a pack of the ``scan_path``'s members, whose
-    d channels each are the scan's groups (``kernels.inplace.scan_plan``: one group a tile from
-    32 channels, so a tile is one member's; narrower groups share tiles, ``narrow_scan``)."""
+def _pack_share(batch: int, d: int, N: int, L: int, floats) -> int:
+    """One member's share (of the ``scan_path``'s members E) of the most that ``floats`` (of a
+    ``kernels.inplace.scan_plan``) counts for the fused scan of any pack of 1..E members, whose d
+    channels each are the scan's groups (one group a tile from 32 channels, so a tile is one
+    member's; narrower groups share tiles, ``narrow_scan``). The most over the smaller packs:
+    narrow tiles are balanced over the groups, so E + 1 members can take smaller tiles than E
+    (S6 at d 4, N 1, batch 192: 86 members 6 MB less than 85), and a pack size's estimate that
+    fell with the size stopped ``train.largest_pack``'s search short and sized packs whose
+    leftover (fewer members, larger tiles) needed more than the full pack."""
     from ...kernels.inplace import scan_plan
 
     E = _PACK_MEMBERS.get()
-    return scan_plan(batch, E, d, N, L=L), E
+    return -(-max(floats(scan_plan(batch, G, d, N, L=L)) for G in range(1, E + 1)) // E)
 
 
 def block_states(d: int, N: int, L: int) -> int:
@@ -85,10 +90,12 @@ def fused_scan_buffers(batch: int, d: int, N: int, L: int, c_const: bool = False
     mamba-ssm's kernel, where installed, has none."""
     if not _SCAN_ON_CPU.get():
         return 0
-    p, E = _pack_plan(batch, d, N, L)
-    S = p.rows * p.groups * d * N
-    return -(-((p.T + 1) * S + p.T * S * (2 if c_const or not p.matmul else 1) + p.T * S // N)
-             // E)
+
+    def floats(p) -> int:
+        S = p.rows * p.groups * d * N
+        return (p.T + 1) * S + p.T * S * (2 if c_const or not p.matmul else 1) + p.T * S // N
+
+    return _pack_share(batch, d, N, L, floats)
 
 
 def fused_scan_work_floats(batch: int, d: int, N: int, L: int) -> int:
@@ -100,9 +107,12 @@ def fused_scan_work_floats(batch: int, d: int, N: int, L: int) -> int:
     estimate (4 block buffers of 2^19 floats). 0 on a GPU, as ``fused_scan_buffers``."""
     if not _SCAN_ON_CPU.get():
         return 0
-    p, E = _pack_plan(batch, d, N, L)
-    S = p.rows * p.groups * d * N
-    return -(-((p.T + 1) * S + 3 * p.T * S + S + 2 * (p.T * S // N)) // E)
+
+    def floats(p) -> int:
+        S = p.rows * p.groups * d * N
+        return (p.T + 1) * S + 3 * p.T * S + S + 2 * (p.T * S // N)
+
+    return _pack_share(batch, d, N, L, floats)
 
 
 def fused_scan_eval_floats(batch: int, d: int, N: int, L: int, own: int,
