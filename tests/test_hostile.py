@@ -27789,3 +27789,27 @@ def test_r53k_a_run_is_homed_only_in_a_store_that_keeps_no_more_of_it(tmp_path, 
         (rid,) = _ids(rb)
         want = {rid: out / "tests/ra"} if homed else {}
         assert shared_homes(rb, "smoke", None, out, [rid]) == want, ra_keeps
+
+
+@pytest.mark.parametrize("where,needle", [
+    ("-", "'-' (standard input or output)"), ("", "an empty path"), ("  ", "an empty path"),
+    ("newdir/", "names a folder"), ("a\nb", "control character"), ("x\u200b.json", "invisible"),
+])
+def test_r56r_benchmark_json_is_read_as_a_file_option(tmp_path, monkeypatch, where, needle):
+    """`bench scans --json -` (or `bench step`) measured, then wrote a file named '-' into the
+    current folder; `--json newdir/` a file named `newdir`, a name with a line break or a
+    zero-width space a file of that name: `--json` is read as `export --file` is now, refused
+    (exit 2) before measuring, as the command-line form and `python -m` form alike."""
+    from ssmrepro.bench.scans import main as scans_main
+    from ssmrepro.bench.step import main as step_main
+
+    monkeypatch.chdir(tmp_path)
+    for argv in (["scans", "--L", "8", "--kernels", "diag", "--repeats", "1"], ["step"]):
+        res = _invoke("bench", *argv, "--json", where)
+        _assert_refused(res, "argument --json", needle)
+        assert "| torch " not in res.output, res.output  # nothing was measured
+    for main in (scans_main, step_main):
+        with pytest.raises(SystemExit) as stop:
+            main(["--json", where])
+        assert stop.value.code == 2
+    assert list(tmp_path.iterdir()) == []

@@ -63,7 +63,14 @@ from ..kernels.scan import (
 from ..kernels.ssd import default_ssd_chunk, ssd, ssd_ref
 from ..util import atomic_write_text, cpu_model, docstring, plain_rst, prepare_target, source_tree_problem
 from .legacy import causal_conv1d_slices, selective_scan_fused_v1
-from .timing import MAX_BENCH_ELEMENTS, bounded, interleaved, refuse_repeats, tune_malloc
+from .timing import (
+    MAX_BENCH_ELEMENTS,
+    bounded,
+    interleaved,
+    record_file,
+    refuse_repeats,
+    tune_malloc,
+)
 
 KERNELS = ("diag", "selective", "ssd", "conv")
 VARIANTS = ("chunked", "blocked", "fused-v1", "fused-tiled", "fused", "tiled", "conv1d")
@@ -232,7 +239,7 @@ def main(argv=None) -> int:
                    help="torch.set_num_threads (workers use 1)")
     p.add_argument("--tune-malloc", action="store_true",
                    help="glibc mallopt: no mmap / no trim for big blocks (process-wide)")
-    p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
+    p.add_argument("--json", type=record_file, default=None, help="write results as JSON here")
     args = p.parse_args(argv)
     refuse_repeats(p, L=args.L, kernels=args.kernels, variants=args.variants)
     # an option that no kernel timed reads was ignored without a word while the record's args

@@ -75,6 +75,7 @@ from .timing import (
     cpu_clock,
     interleaved,
     matmul_peak,
+    record_file,
     refuse_repeats,
     tune_malloc,
 )
@@ -341,7 +342,7 @@ def main(argv=None) -> int:
                    help="glibc mallopt: no mmap / no trim for big blocks (process-wide)")
     p.add_argument("--flush-denormals", action="store_true",
                    help="flush denormals to zero, as the training workers do (process-wide)")
-    p.add_argument("--json", type=Path, default=None, help="write the record here")
+    p.add_argument("--json", type=record_file, default=None, help="write the record here")
     args = p.parse_args(argv)
     refuse_repeats(p, workloads=args.workloads, E=args.packs, micro=args.micro)
     for name in args.workloads:

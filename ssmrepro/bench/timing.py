@@ -146,6 +146,23 @@ def bounded_float(lo: float, hi: float, what: str):
     return parse
 
 
+def record_file(text: str):
+    """An argparse ``type`` of a file to write (`bench scans --json`, `bench step --json`), read
+    as the CLI's ``--file`` (``util.named_path``): `--json -` wrote a file named '-' into the
+    current folder, `--json out/` (no folder out) a file named `out`, and a name with a line
+    break or a zero-width space a file of that name, each after the whole measuring."""
+    import argparse
+
+    from ..util import named_path
+
+    try:
+        return named_path(text, file=True)
+    except OSError as err:  # '~/x' where the home folder is unknown
+        raise argparse.ArgumentTypeError(err.strerror) from None
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 MAX_BENCH_ELEMENTS = 1 << 28  # floats of a benchmark's largest tensor (1 GiB in float32)
 
 
