@@ -27813,3 +27813,27 @@ def test_r56r_benchmark_json_is_read_as_a_file_option(tmp_path, monkeypatch, whe
             main(["--json", where])
         assert stop.value.code == 2
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["roofline", "--out", "{tmp}", "--seconds", "3.0"], "--seconds: not an option of `bench roofline`"),
+    (["roofline", "--out", "{tmp}", "--device", "auto"], "--device: not an option"),
+    (["scans", "--device", "auto"], "--device: not an option of `bench scans`"),
+    (["step", "--seconds", "3"], "--seconds: not an option of `bench step`"),
+])
+def test_r56r_bench_options_the_workload_ignores_are_refused_at_their_defaults(
+        tmp_path, monkeypatch, args, needle):
+    """`bench roofline --seconds 3.0`, `bench scans --device auto`: an option the workload does
+    not use, given with its default value, was taken as not given and quietly ignored (exit 0;
+    `--seconds 3.1` was refused)."""
+    import ssmrepro.bench.roofline as roofline
+    import ssmrepro.bench.scans as scans
+    import ssmrepro.bench.step as step
+
+    def measured(*a, **k):
+        raise AssertionError("it ran")
+
+    for mod, fn in ((scans, "main"), (step, "main"), (roofline, "write_roofline")):
+        monkeypatch.setattr(mod, fn, measured)
+    _assert_refused(_invoke("bench", *[str(tmp_path) if a == "{tmp}" else a for a in args]),
+                    needle)

@@ -1059,8 +1059,7 @@ def bench(
     ``scans``, the fast kernels' speed-up over their references (``ssmrepro bench scans --help``
     lists its options); or, with ``step``, one full-Mamba training step with the old and new
     kernels (and mambapy when installed)."""
-    _refuse_unused_bench_options(ctx, workload, device=(device, "auto"), packs=(packs, None),
-                                 seconds=(seconds, 3.0), out=(out, None))
+    _refuse_unused_bench_options(ctx, workload)
     if workload == "scans":
         from ..bench.scans import main as scans_main
 
@@ -1154,17 +1153,19 @@ def _bench_folder() -> Path:
         raise
 
 
-def _refuse_unused_bench_options(ctx: typer.Context, workload: str, **options) -> None:
+def _refuse_unused_bench_options(ctx: typer.Context, workload: str) -> None:
     """``bench scans --out DIR`` (or ``--device``, ``--packs``, ``--seconds``) and ``bench
     roofline --packs 4`` exited 0 with the option quietly ignored: those options belong to the
     packs workloads (``scans`` and ``step`` take their own, ``--json FILE`` for a record;
-    ``roofline`` measures nothing). ``options``: name -> (value, default)."""
+    ``roofline`` measures nothing)."""
     unused = {"scans": ("device", "packs", "seconds", "out"),
               "step": ("device", "packs", "seconds", "out"),
               "roofline": ("device", "packs", "seconds")}.get(workload, ())
-    # an option given, not one read from the environment (SSMREPRO_DEVICE set for every command)
-    given = [f"--{n}" for n in unused if options[n][0] != options[n][1]
-             and getattr(ctx.get_parameter_source(n), "name", "") != "ENVIRONMENT"]
+    # an option given on the command line, whatever its value (one given as its default,
+    # `bench roofline --seconds 3` or `bench scans --device auto`, was taken as not given and
+    # ignored), not one read from the environment (SSMREPRO_DEVICE set for every command)
+    given = [f"--{n}" for n in unused
+             if getattr(ctx.get_parameter_source(n), "name", "") == "COMMANDLINE"]
     if given:
         own = ("measures nothing (it draws the records in --out)" if workload == "roofline" else
                f"takes its own options (ssmrepro bench {workload} --help; --json FILE writes "
