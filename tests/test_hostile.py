@@ -27837,3 +27837,40 @@ def test_r56r_bench_options_the_workload_ignores_are_refused_at_their_defaults(
         monkeypatch.setattr(mod, fn, measured)
     _assert_refused(_invoke("bench", *[str(tmp_path) if a == "{tmp}" else a for a in args]),
                     needle)
+
+
+def test_r56r_a_repeated_benchmark_list_option_adds_its_values(tmp_path, monkeypatch):
+    """`bench scans --L 64 --L 1024`, `bench step --E 1 --E 4` and `bench WORKLOAD --packs 4
+    --packs 16` measured the last one's values alone, the others dropped without a word: the
+    values add up now (a value given twice across them is refused, as within one), and the
+    defaults are replaced, not added to."""
+    import argparse
+
+    import ssmrepro.bench.packs as packs
+    from ssmrepro.bench.timing import Values
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--L", type=int, nargs="+", action=Values, default=[64, 1024])
+    p.add_argument("--micro", type=int, nargs="*", action=Values, default=[])
+    assert p.parse_args([]).L == [64, 1024]
+    assert p.parse_args(["--L", "8", "--L", "16", "32"]).L == [8, 16, 32]
+    assert p.parse_args(["--micro", "2", "--micro", "4"]).micro == [2, 4]
+    assert p.get_default("L") == [64, 1024]  # (the default list is not changed)
+    for argv, needle in ((["scans", "--L", "8", "--L", "8", "--kernels", "diag"], "--L: 8 given twice"),
+                         (["scans", "--kernels", "diag", "--kernels", "diag"], "--kernels: diag given twice"),
+                         (["step", "--E", "1", "--E", "1"], "--E: 1 given twice")):
+        res = _invoke("bench", *argv)
+        _assert_refused(res, needle)
+
+    seen = {}
+
+    def measured(workload, dev, sizes, *a, **k):
+        seen["sizes"] = sizes
+        return {"best_pack": sizes[-1], "best_ratio": 1.0}
+
+    monkeypatch.setattr(packs, "run_bench", measured)
+    out = tmp_path / "b"
+    res = _invoke("bench", "keep-nth-d8", "--packs", "4", "--packs", "1,16", "--out", out)
+    assert res.exit_code == 0 and seen["sizes"] == [4, 1, 16], res.output
+    _assert_refused(_invoke("bench", "keep-nth-d8", "--packs", "4", "--packs", "4", "--out", out),
+                    "--packs '4,4': pack size 4 given twice")

@@ -65,6 +65,7 @@ from ..util import atomic_write_text, cpu_model, docstring, plain_rst, prepare_t
 from .legacy import causal_conv1d_slices, selective_scan_fused_v1
 from .timing import (
     MAX_BENCH_ELEMENTS,
+    Values,
     bounded,
     interleaved,
     record_file,
@@ -216,9 +217,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="ssmrepro bench scans", description=plain_rst(
         docstring(sys.modules[__name__])),
                                 formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--L", type=bounded(1, 1 << 20), nargs="+", default=[64, 1024, 4096])
-    p.add_argument("--kernels", nargs="+", default=["diag", "selective", "ssd"], choices=KERNELS)
-    p.add_argument("--variants", nargs="+", default=None, choices=VARIANTS,
+    p.add_argument("--L", type=bounded(1, 1 << 20), nargs="+", action=Values, default=[64, 1024, 4096])
+    p.add_argument("--kernels", nargs="+", action=Values, default=["diag", "selective", "ssd"],
+                   choices=KERNELS)
+    p.add_argument("--variants", nargs="+", action=Values, default=None, choices=VARIANTS,
                    help="fast formulations to time (default: all of the kernel's)")
     p.add_argument("--no-ref", action="store_true",
                    help="skip the reference (long L); speed-ups are then over the first variant")

@@ -71,6 +71,7 @@ from ..util import (
 )
 from .timing import (
     MAX_BENCH_ELEMENTS,
+    Values,
     bounded,
     cpu_clock,
     interleaved,
@@ -322,14 +323,15 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="ssmrepro bench step", description=plain_rst(
         docstring(sys.modules[__name__])),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--workloads", nargs="+", default=list(STEP_WORKLOADS), choices=list(STEP_WORKLOADS))
-    p.add_argument("--E", type=bounded(1, 256), nargs="+", default=[1, 4], dest="packs",
+    p.add_argument("--workloads", nargs="+", action=Values, default=list(STEP_WORKLOADS),
+                   choices=list(STEP_WORKLOADS))
+    p.add_argument("--E", type=bounded(1, 256), nargs="+", action=Values, default=[1, 4], dest="packs",
                    help="pack sizes E (members per model)")
     p.add_argument("--batch", type=bounded(1, 1 << 16), default=None,
                    help="override the workloads' batch size")
     p.add_argument("--L", type=bounded(1, 1 << 20), default=None,
                    help="override the workloads' sequence length")
-    p.add_argument("--micro", type=bounded(1, 1 << 16), nargs="*", default=[],
+    p.add_argument("--micro", type=bounded(1, 1 << 16), nargs="*", action=Values, default=[],
                    help="micro-batch sizes (new kernels)")
     p.add_argument("--no-old", action="store_true", help="skip the old kernels")
     p.add_argument("--no-mambapy", action="store_true", help="skip mambapy even when importable")

@@ -1043,8 +1043,9 @@ def bench(
         "records in --out, no measuring)"),
     device: str = typer.Option("auto", envvar="SSMREPRO_DEVICE",
                                help="auto | cpu | cuda (env SSMREPRO_DEVICE)"),
-    packs: str | None = typer.Option(None, help="pack sizes to measure, comma-separated "
-                                     "(default: the workload's, e.g. 4,16,64)"),
+    packs: list[str] | None = typer.Option(
+        None, "--packs", metavar="SIZES", help="pack sizes to measure, comma-separated "
+        "(default: the workload's, e.g. 4,16,64); given again, its sizes are added"),
     seconds: float = typer.Option(3.0, help="rough measuring time per contender (sets the "
                                   "number of interleaved rounds, 3..20)"),
     out: Path | None = typer.Option(None, help="folder for the JSON/CSV record "
@@ -1060,6 +1061,8 @@ def bench(
     lists its options); or, with ``step``, one full-Mamba training step with the old and new
     kernels (and mambapy when installed)."""
     _refuse_unused_bench_options(ctx, workload)
+    # `--packs 4 --packs 16` is `--packs 4,16` (the last one was kept: pack 4 was not measured)
+    packs_text = None if packs is None else ",".join(packs)
     if workload == "scans":
         from ..bench.scans import main as scans_main
 
@@ -1109,15 +1112,15 @@ def bench(
     dev = select_device(device)
     try:
         # every item a size: '1,,2' read as 1,2 (an empty item, a slip, dropped without a word)
-        sizes = ([int(x) for x in packs.split(",")] if packs is not None and packs.strip()
-                 else [] if packs is not None else list(WORKLOADS[workload].packs))
+        sizes = ([int(x) for x in packs_text.split(",")] if packs_text is not None and packs_text.strip()
+                 else [] if packs_text is not None else list(WORKLOADS[workload].packs))
     except ValueError:
-        fail([f"--packs {packs!r}: expected comma-separated pack sizes, e.g. 4,16"])
+        fail([f"--packs {packs_text!r}: expected comma-separated pack sizes, e.g. 4,16"])
     if not sizes or not all(1 <= e <= 256 for e in sizes):
-        fail([f"--packs {packs!r}: pack sizes between 1 and 256"])
+        fail([f"--packs {packs_text!r}: pack sizes between 1 and 256"])
     twice = sorted({e for e in sizes if sizes.count(e) > 1})
     if twice:  # 1,1,1 measured once and wrote three identical rows to the CSV and JSON records
-        fail([f"--packs {packs!r}: pack size {twice[0]} given twice (each size is measured once)"])
+        fail([f"--packs {packs_text!r}: pack size {twice[0]} given twice (each size is measured once)"])
     from ..bench.packs import memory_problem
     from ..util import prepare_target
 
