@@ -5479,7 +5479,8 @@ def test_a_data_root_that_is_a_link_loop_or_below_a_file_is_named(tmp_path, kind
 def test_a_damaged_zip_archive_is_named_not_a_traceback(tmp_path, damage):
     """`data download --url file://x.zip` of a zip with a bad CRC, cut short or of an unknown
     compression raised zipfile's traceback (BadZipFile, NotImplementedError); it is a bad
-    archive now, with the command that replaces it, and no partial copy is left."""
+    archive now, and no partial copy is left. A re-run would copy the same bytes: exit 2, and
+    no advice to delete the copy and re-run (r56r)."""
     import struct
     import zipfile
 
@@ -5502,9 +5503,9 @@ def test_a_damaged_zip_archive_is_named_not_a_traceback(tmp_path, damage):
     src.write_bytes(bytes(data))
     res = _invoke("data", "download", "lra", "--url", f"file://{src}", "--dir", tmp_path / "d",
                   "--no-progress")
-    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
     assert "not a zip archive this command can extract" in res.output, res.output
-    assert "delete" in res.output and "re-run" in res.output, res.output
+    assert "give a whole tar or zip archive" in res.output and "re-run" not in res.output
     assert not list((tmp_path / "d" / "lra").glob(".extract-*"))
 
 
@@ -27874,3 +27875,19 @@ def test_r56r_a_repeated_benchmark_list_option_adds_its_values(tmp_path, monkeyp
     assert res.exit_code == 0 and seen["sizes"] == [4, 1, 16], res.output
     _assert_refused(_invoke("bench", "keep-nth-d8", "--packs", "4", "--packs", "4", "--out", out),
                     "--packs '4,4': pack size 4 given twice")
+
+
+def test_r56r_a_file_url_that_is_no_archive_is_bad_input_not_a_download_to_retry(tmp_path):
+    """`data download lra --url file:///x/notes.gz` of a file that is no archive said `delete
+    <root>/downloads/notes.gz and re-run to download it again`, exit 1 ('re-run'): a re-run
+    copied the same bytes and failed so again. It names the file --url gave, exit 2, and its
+    copy is removed; an http(s) download keeps the advice (a transfer can be redone)."""
+    (tmp_path / "notes.gz").write_text("not an archive")
+    root = tmp_path / "data"
+    for _ in range(2):
+        res = _invoke("data", "download", "lra", "--dir", root, "--no-progress", "--url",
+                      (tmp_path / "notes.gz").as_uri())
+        _assert_refused(res, "not a tar or zip archive", "(the file --url names; nothing was "
+                        "installed)")
+        assert "re-run" not in res.output, res.output
+        assert not (root / "downloads/notes.gz").exists()

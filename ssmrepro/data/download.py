@@ -692,6 +692,13 @@ def download(
         # (the official one, which has no checksum for LRA): 'not a tar or zip archive' for ever
         if itself:  # the file --url names: no download replaces it (nor is it ours to delete)
             raise NoRetry(f"{err} (the file --url names)") from None
+        if urllib.parse.urlparse(src).scheme == "file":  # a copy of a local file: a re-run
+            # copies the same bytes (it said 'delete <copy> and re-run to download it again',
+            # exit 1, and failed so at every re-run); the copy is no use and is removed
+            dest.unlink(missing_ok=True)
+            why = str(err).removeprefix(f"{dest}: ")
+            raise NoRetry(f"--url {src}: {why} (the file --url names; nothing was installed): "
+                          "give a whole tar or zip archive") from None
         raise BadArchive(f"{err}; delete {dest} and re-run to download it again") from None
     if not keep_archive and not itself:  # (the source file is not this command's to delete)
         dest.unlink()
