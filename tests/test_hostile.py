@@ -27891,3 +27891,23 @@ def test_r56r_a_file_url_that_is_no_archive_is_bad_input_not_a_download_to_retry
                         "installed)")
         assert "re-run" not in res.output, res.output
         assert not (root / "downloads/notes.gz").exists()
+
+
+@pytest.mark.parametrize("host", ["a..b", "x" * 70 + ".org"])
+def test_r56r_a_download_url_whose_host_is_no_host_name_is_refused(tmp_path, monkeypatch, host):
+    """`data download cifar10 --url http://a..b/x.tgz` (an empty label; or one over 63
+    characters) ended in the resolver's `UnicodeError: encoding with 'idna' codec failed`
+    traceback, exit 1. It is refused naming the URL, exit 2 (no re-run helps). No network: the
+    lookup is the codec's step that fails before any connection, done as urllib does it."""
+    import urllib.parse
+    import urllib.request
+
+    def lookup(req, timeout=None):
+        urllib.parse.urlsplit(req.full_url).hostname.encode("idna")  # what getaddrinfo does
+        raise AssertionError("the host name was encoded")
+
+    monkeypatch.setattr(urllib.request, "urlopen", lookup)
+    url = f"http://{host}/x.tgz"
+    res = _invoke("data", "download", "cifar10", "--dir", tmp_path / "d", "--no-progress",
+                  "--url", url)
+    _assert_refused(res, f"{url}: cannot look up a host of it: not a host name")

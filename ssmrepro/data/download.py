@@ -203,6 +203,10 @@ def _open_url(url: str, offset: int, timeout: float) -> tuple[BinaryIO, int | No
                    "a proxy ($https_proxy)? Elsewhere, download the archive and pass --url "
                    "file:///<its path>")
         raise DownloadError(f"{url}: {why}") from None
+    except UnicodeError as err:  # a host name that is none (`http://a..b/x`, a label over 63
+        # characters), here or in a redirect: the resolver's idna codec failed, a traceback
+        raise NoRetry(f"{url}: cannot look up a host of it: not a host name ({err}); check "
+                      "the URL") from None
     # a server's sizes as whole numbers, None where not ('abc', '²', '-5': a ValueError
     # traceback, or a size of -5 bytes)
     length = whole_number(resp.headers.get("Content-Length") or "")
