@@ -27911,3 +27911,22 @@ def test_r56r_a_download_url_whose_host_is_no_host_name_is_refused(tmp_path, mon
     res = _invoke("data", "download", "cifar10", "--dir", tmp_path / "d", "--no-progress",
                   "--url", url)
     _assert_refused(res, f"{url}: cannot look up a host of it: not a host name")
+
+
+@pytest.mark.parametrize("path", ["/..", "/x/..", "/"])
+def test_r56r_a_download_url_of_no_file_name_takes_the_archives_own(tmp_path, monkeypatch, path):
+    """`data download cifar10 --url http://host/..` named its archive <root>/downloads/.. (the
+    data root): `cannot use <root>/downloads/..: a folder where a file belongs`. A URL whose
+    path names no file is downloaded to the archive's own file name, as `http://host/` was."""
+    from ssmrepro.data import download as dl
+
+    got = []
+
+    def fetch(url, dest, **kw):
+        got.append(Path(dest))
+        raise dl.NoRetry("stop")
+
+    monkeypatch.setattr(dl, "download_file", fetch)
+    with pytest.raises(dl.NoRetry):
+        dl.download("cifar10", tmp_path / "d", url=f"http://mirror.example.org{path}")
+    assert got == [tmp_path / "d/downloads" / dl.RESOURCES["cifar10"].filename]

@@ -672,7 +672,10 @@ def download(
     res = RESOURCES[what]
     official = url is None or url == res.url
     src = res.url if url is None else url
-    name = res.filename if official else (Path(urllib.parse.urlparse(src).path).name or res.filename)
+    name = res.filename if official else Path(urllib.parse.urlparse(src).path).name
+    if name in ("", ".", ".."):  # a URL of no file name (`http://host/`, `http://host/..`: it
+        # named <root>/downloads/.., the data root, 'cannot use ...: a folder where a file belongs')
+        name = res.filename
     dest = downloads_dir(root) / name
     itself = _names_file(src, dest)  # `--url file:///<root>/downloads/x.tgz`: an archive put
     # there by hand was deleted as an earlier download's, then 'no such file', exit 1
