@@ -618,6 +618,32 @@ def expand_user(path: str | os.PathLike[str]) -> Path:
                       str(path)) from None
 
 
+def named_path(text: str, file: bool = False) -> Path:
+    """The path an option names (``cli.app.path_value``, ``file_value`` and the benchmarks'
+    ``--json``), a ValueError saying why where it reads as a slip: empty (or only spaces: read
+    as the current folder), ``-`` (not standard output: a file named '-' was written), a
+    ``stray_name``; ``file``: it names a file to write, so a name ending in '/' (or in '.',
+    '..') is refused too (`--file out/`, where no folder out existed, wrote a file named
+    `out`). A leading ``~`` is the home folder (``expand_user``; an OSError where it is
+    unknown)."""
+    text = str(text)
+    if not text.strip():
+        raise ValueError("an empty path; give a folder or file name ('.' for the current folder)")
+    if text.strip() == "-":
+        raise ValueError("'-' (standard input or output) is not read or written here; give a "
+                         "folder or file name (./- for one named '-')")
+    path = expand_user(text)
+    odd = stray_name(path)
+    if odd is not None:
+        raise ValueError(f"{text!r}: {odd}")
+    rest = text.rstrip()
+    if file and (rest.endswith(("/", os.sep))
+                 or rest.replace(os.sep, "/").rsplit("/", 1)[-1] in (".", "..")):
+        raise ValueError(f"{text!r} names a folder (it ends in '/', '.' or '..'); give a file "
+                         "name (e.g. out/results.csv)")
+    return path
+
+
 def env_path(name: str) -> Path | None:
     """The path an environment variable names, None when it is unset or blank. A blank one is
     unset, as an empty ``--out`` is refused: ``SSMREPRO_ROOT=' '`` wrote the results into a

@@ -5479,7 +5479,8 @@ def test_a_data_root_that_is_a_link_loop_or_below_a_file_is_named(tmp_path, kind
 def test_a_damaged_zip_archive_is_named_not_a_traceback(tmp_path, damage):
     """`data download --url file://x.zip` of a zip with a bad CRC, cut short or of an unknown
     compression raised zipfile's traceback (BadZipFile, NotImplementedError); it is a bad
-    archive now, with the command that replaces it, and no partial copy is left."""
+    archive now, and no partial copy is left. A re-run would copy the same bytes: exit 2, and
+    no advice to delete the copy and re-run (r56r)."""
     import struct
     import zipfile
 
@@ -5502,9 +5503,9 @@ def test_a_damaged_zip_archive_is_named_not_a_traceback(tmp_path, damage):
     src.write_bytes(bytes(data))
     res = _invoke("data", "download", "lra", "--url", f"file://{src}", "--dir", tmp_path / "d",
                   "--no-progress")
-    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
     assert "not a zip archive this command can extract" in res.output, res.output
-    assert "delete" in res.output and "re-run" in res.output, res.output
+    assert "give a whole tar or zip archive" in res.output and "re-run" not in res.output
     assert not list((tmp_path / "d" / "lra").glob(".extract-*"))
 
 
@@ -28144,3 +28145,143 @@ def test_r56o_a_refused_pack_size_names_the_fixed_training_sets_order(tmp_path):
     plain = _r53a_run(tmp_path, R53A_S6)
     (msg,) = pack_size_problems(plain, 16, "cpu", available=4 * pack_need(plain[0], 1, "cpu", 1))
     assert "train.train_size" not in msg
+
+
+@pytest.mark.parametrize("where,needle", [
+    ("-", "'-' (standard input or output)"), ("", "an empty path"), ("  ", "an empty path"),
+    ("newdir/", "names a folder"), ("a\nb", "control character"), ("x\u200b.json", "invisible"),
+])
+def test_r56r_benchmark_json_is_read_as_a_file_option(tmp_path, monkeypatch, where, needle):
+    """`bench scans --json -` (or `bench step`) measured, then wrote a file named '-' into the
+    current folder; `--json newdir/` a file named `newdir`, a name with a line break or a
+    zero-width space a file of that name: `--json` is read as `export --file` is now, refused
+    (exit 2) before measuring, as the command-line form and `python -m` form alike."""
+    from ssmrepro.bench.scans import main as scans_main
+    from ssmrepro.bench.step import main as step_main
+
+    monkeypatch.chdir(tmp_path)
+    for argv in (["scans", "--L", "8", "--kernels", "diag", "--repeats", "1"], ["step"]):
+        res = _invoke("bench", *argv, "--json", where)
+        _assert_refused(res, "argument --json", needle)
+        assert "| torch " not in res.output, res.output  # nothing was measured
+    for main in (scans_main, step_main):
+        with pytest.raises(SystemExit) as stop:
+            main(["--json", where])
+        assert stop.value.code == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["roofline", "--out", "{tmp}", "--seconds", "3.0"], "--seconds: not an option of `bench roofline`"),
+    (["roofline", "--out", "{tmp}", "--device", "auto"], "--device: not an option"),
+    (["scans", "--device", "auto"], "--device: not an option of `bench scans`"),
+    (["step", "--seconds", "3"], "--seconds: not an option of `bench step`"),
+])
+def test_r56r_bench_options_the_workload_ignores_are_refused_at_their_defaults(
+        tmp_path, monkeypatch, args, needle):
+    """`bench roofline --seconds 3.0`, `bench scans --device auto`: an option the workload does
+    not use, given with its default value, was taken as not given and quietly ignored (exit 0;
+    `--seconds 3.1` was refused)."""
+    import ssmrepro.bench.roofline as roofline
+    import ssmrepro.bench.scans as scans
+    import ssmrepro.bench.step as step
+
+    def measured(*a, **k):
+        raise AssertionError("it ran")
+
+    for mod, fn in ((scans, "main"), (step, "main"), (roofline, "write_roofline")):
+        monkeypatch.setattr(mod, fn, measured)
+    _assert_refused(_invoke("bench", *[str(tmp_path) if a == "{tmp}" else a for a in args]),
+                    needle)
+
+
+def test_r56r_a_repeated_benchmark_list_option_adds_its_values(tmp_path, monkeypatch):
+    """`bench scans --L 64 --L 1024`, `bench step --E 1 --E 4` and `bench WORKLOAD --packs 4
+    --packs 16` measured the last one's values alone, the others dropped without a word: the
+    values add up now (a value given twice across them is refused, as within one), and the
+    defaults are replaced, not added to."""
+    import argparse
+
+    import ssmrepro.bench.packs as packs
+    from ssmrepro.bench.timing import Values
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--L", type=int, nargs="+", action=Values, default=[64, 1024])
+    p.add_argument("--micro", type=int, nargs="*", action=Values, default=[])
+    assert p.parse_args([]).L == [64, 1024]
+    assert p.parse_args(["--L", "8", "--L", "16", "32"]).L == [8, 16, 32]
+    assert p.parse_args(["--micro", "2", "--micro", "4"]).micro == [2, 4]
+    assert p.get_default("L") == [64, 1024]  # (the default list is not changed)
+    for argv, needle in ((["scans", "--L", "8", "--L", "8", "--kernels", "diag"], "--L: 8 given twice"),
+                         (["scans", "--kernels", "diag", "--kernels", "diag"], "--kernels: diag given twice"),
+                         (["step", "--E", "1", "--E", "1"], "--E: 1 given twice")):
+        res = _invoke("bench", *argv)
+        _assert_refused(res, needle)
+
+    seen = {}
+
+    def measured(workload, dev, sizes, *a, **k):
+        seen["sizes"] = sizes
+        return {"best_pack": sizes[-1], "best_ratio": 1.0}
+
+    monkeypatch.setattr(packs, "run_bench", measured)
+    out = tmp_path / "b"
+    res = _invoke("bench", "keep-nth-d8", "--packs", "4", "--packs", "1,16", "--out", out)
+    assert res.exit_code == 0 and seen["sizes"] == [4, 1, 16], res.output
+    _assert_refused(_invoke("bench", "keep-nth-d8", "--packs", "4", "--packs", "4", "--out", out),
+                    "--packs '4,4': pack size 4 given twice")
+
+
+def test_r56r_a_file_url_that_is_no_archive_is_bad_input_not_a_download_to_retry(tmp_path):
+    """`data download lra --url file:///x/notes.gz` of a file that is no archive said `delete
+    <root>/downloads/notes.gz and re-run to download it again`, exit 1 ('re-run'): a re-run
+    copied the same bytes and failed so again. It names the file --url gave, exit 2, and its
+    copy is removed; an http(s) download keeps the advice (a transfer can be redone)."""
+    (tmp_path / "notes.gz").write_text("not an archive")
+    root = tmp_path / "data"
+    for _ in range(2):
+        res = _invoke("data", "download", "lra", "--dir", root, "--no-progress", "--url",
+                      (tmp_path / "notes.gz").as_uri())
+        _assert_refused(res, "not a tar or zip archive", "(the file --url names; nothing was "
+                        "installed)")
+        assert "re-run" not in res.output, res.output
+        assert not (root / "downloads/notes.gz").exists()
+
+
+@pytest.mark.parametrize("host", ["a..b", "x" * 70 + ".org"])
+def test_r56r_a_download_url_whose_host_is_no_host_name_is_refused(tmp_path, monkeypatch, host):
+    """`data download cifar10 --url http://a..b/x.tgz` (an empty label; or one over 63
+    characters) ended in the resolver's `UnicodeError: encoding with 'idna' codec failed`
+    traceback, exit 1. It is refused naming the URL, exit 2 (no re-run helps). No network: the
+    lookup is the codec's step that fails before any connection, done as urllib does it."""
+    import urllib.parse
+    import urllib.request
+
+    def lookup(req, timeout=None):
+        urllib.parse.urlsplit(req.full_url).hostname.encode("idna")  # what getaddrinfo does
+        raise AssertionError("the host name was encoded")
+
+    monkeypatch.setattr(urllib.request, "urlopen", lookup)
+    url = f"http://{host}/x.tgz"
+    res = _invoke("data", "download", "cifar10", "--dir", tmp_path / "d", "--no-progress",
+                  "--url", url)
+    _assert_refused(res, f"{url}: cannot look up a host of it: not a host name")
+
+
+@pytest.mark.parametrize("path", ["/..", "/x/..", "/"])
+def test_r56r_a_download_url_of_no_file_name_takes_the_archives_own(tmp_path, monkeypatch, path):
+    """`data download cifar10 --url http://host/..` named its archive <root>/downloads/.. (the
+    data root): `cannot use <root>/downloads/..: a folder where a file belongs`. A URL whose
+    path names no file is downloaded to the archive's own file name, as `http://host/` was."""
+    from ssmrepro.data import download as dl
+
+    got = []
+
+    def fetch(url, dest, **kw):
+        got.append(Path(dest))
+        raise dl.NoRetry("stop")
+
+    monkeypatch.setattr(dl, "download_file", fetch)
+    with pytest.raises(dl.NoRetry):
+        dl.download("cifar10", tmp_path / "d", url=f"http://mirror.example.org{path}")
+    assert got == [tmp_path / "d/downloads" / dl.RESOURCES["cifar10"].filename]

@@ -63,7 +63,15 @@ from ..kernels.scan import (
 from ..kernels.ssd import default_ssd_chunk, ssd, ssd_ref
 from ..util import atomic_write_text, cpu_model, docstring, plain_rst, prepare_target, source_tree_problem
 from .legacy import causal_conv1d_slices, selective_scan_fused_v1
-from .timing import MAX_BENCH_ELEMENTS, bounded, interleaved, refuse_repeats, tune_malloc
+from .timing import (
+    MAX_BENCH_ELEMENTS,
+    Values,
+    bounded,
+    interleaved,
+    record_file,
+    refuse_repeats,
+    tune_malloc,
+)
 
 KERNELS = ("diag", "selective", "ssd", "conv")
 VARIANTS = ("chunked", "blocked", "fused-v1", "fused-tiled", "fused", "tiled", "conv1d")
@@ -209,9 +217,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="ssmrepro bench scans", description=plain_rst(
         docstring(sys.modules[__name__])),
                                 formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--L", type=bounded(1, 1 << 20), nargs="+", default=[64, 1024, 4096])
-    p.add_argument("--kernels", nargs="+", default=["diag", "selective", "ssd"], choices=KERNELS)
-    p.add_argument("--variants", nargs="+", default=None, choices=VARIANTS,
+    p.add_argument("--L", type=bounded(1, 1 << 20), nargs="+", action=Values, default=[64, 1024, 4096])
+    p.add_argument("--kernels", nargs="+", action=Values, default=["diag", "selective", "ssd"],
+                   choices=KERNELS)
+    p.add_argument("--variants", nargs="+", action=Values, default=None, choices=VARIANTS,
                    help="fast formulations to time (default: all of the kernel's)")
     p.add_argument("--no-ref", action="store_true",
                    help="skip the reference (long L); speed-ups are then over the first variant")
@@ -232,7 +241,7 @@ def main(argv=None) -> int:
                    help="torch.set_num_threads (workers use 1)")
     p.add_argument("--tune-malloc", action="store_true",
                    help="glibc mallopt: no mmap / no trim for big blocks (process-wide)")
-    p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
+    p.add_argument("--json", type=record_file, default=None, help="write results as JSON here")
     args = p.parse_args(argv)
     refuse_repeats(p, L=args.L, kernels=args.kernels, variants=args.variants)
     # an option that no kernel timed reads was ignored without a word while the record's args

@@ -71,10 +71,12 @@ from ..util import (
 )
 from .timing import (
     MAX_BENCH_ELEMENTS,
+    Values,
     bounded,
     cpu_clock,
     interleaved,
     matmul_peak,
+    record_file,
     refuse_repeats,
     tune_malloc,
 )
@@ -321,14 +323,15 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="ssmrepro bench step", description=plain_rst(
         docstring(sys.modules[__name__])),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--workloads", nargs="+", default=list(STEP_WORKLOADS), choices=list(STEP_WORKLOADS))
-    p.add_argument("--E", type=bounded(1, 256), nargs="+", default=[1, 4], dest="packs",
+    p.add_argument("--workloads", nargs="+", action=Values, default=list(STEP_WORKLOADS),
+                   choices=list(STEP_WORKLOADS))
+    p.add_argument("--E", type=bounded(1, 256), nargs="+", action=Values, default=[1, 4], dest="packs",
                    help="pack sizes E (members per model)")
     p.add_argument("--batch", type=bounded(1, 1 << 16), default=None,
                    help="override the workloads' batch size")
     p.add_argument("--L", type=bounded(1, 1 << 20), default=None,
                    help="override the workloads' sequence length")
-    p.add_argument("--micro", type=bounded(1, 1 << 16), nargs="*", default=[],
+    p.add_argument("--micro", type=bounded(1, 1 << 16), nargs="*", action=Values, default=[],
                    help="micro-batch sizes (new kernels)")
     p.add_argument("--no-old", action="store_true", help="skip the old kernels")
     p.add_argument("--no-mambapy", action="store_true", help="skip mambapy even when importable")
@@ -341,7 +344,7 @@ def main(argv=None) -> int:
                    help="glibc mallopt: no mmap / no trim for big blocks (process-wide)")
     p.add_argument("--flush-denormals", action="store_true",
                    help="flush denormals to zero, as the training workers do (process-wide)")
-    p.add_argument("--json", type=Path, default=None, help="write the record here")
+    p.add_argument("--json", type=record_file, default=None, help="write the record here")
     args = p.parse_args(argv)
     refuse_repeats(p, workloads=args.workloads, E=args.packs, micro=args.micro)
     for name in args.workloads:

@@ -16,6 +16,7 @@ bandwidth (GB/s, bytes read + written by a large copy), the slope of the rooflin
 
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
 import time
@@ -108,12 +109,22 @@ def refuse_repeats(parser, **given) -> None:
             parser.error(f"argument --{opt}: {twice[0]} given twice (each is measured once)")
 
 
+class Values(argparse.Action):
+    """The ``action`` of a list option (``nargs="+"`` or ``"*"``) whose repeats add up: `--L 64
+    --L 1024` is `--L 64 1024` (argparse kept the last: L 1024 alone was measured and 64 dropped
+    without a word, also `--kernels diag --kernels ssd`, `--E 1 --E 4`); the default is
+    replaced, not added to. A value given twice is then ``refuse_repeats``'."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        before = getattr(namespace, self.dest, None)
+        before = [] if before is None or before is self.default else list(before)
+        setattr(namespace, self.dest, before + list(values))
+
+
 def bounded(lo: int, hi: int):
     """An argparse ``type``: a whole number from ``lo`` to ``hi`` (usage error otherwise; a
     negative length or zero threads was a traceback, a length of 10**9 an allocation of
     terabytes)."""
-    import argparse
-
     def parse(text: str) -> int:
         try:
             v = int(text)
@@ -130,8 +141,6 @@ def bounded(lo: int, hi: int):
 def bounded_float(lo: float, hi: float, what: str):
     """An argparse ``type``: a finite number above ``lo`` and at most ``hi``, ``what`` naming it
     in the usage error (NaN passed every comparison, 0 and inf were taken as given)."""
-    import argparse
-
     def parse(text: str) -> float:
         try:
             v = float(text)
@@ -144,6 +153,21 @@ def bounded_float(lo: float, hi: float, what: str):
 
     parse.__name__ = "float"
     return parse
+
+
+def record_file(text: str):
+    """An argparse ``type`` of a file to write (`bench scans --json`, `bench step --json`), read
+    as the CLI's ``--file`` (``util.named_path``): `--json -` wrote a file named '-' into the
+    current folder, `--json out/` (no folder out) a file named `out`, and a name with a line
+    break or a zero-width space a file of that name, each after the whole measuring."""
+    from ..util import named_path
+
+    try:
+        return named_path(text, file=True)
+    except OSError as err:  # '~/x' where the home folder is unknown
+        raise argparse.ArgumentTypeError(err.strerror) from None
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 MAX_BENCH_ELEMENTS = 1 << 28  # floats of a benchmark's largest tensor (1 GiB in float32)

@@ -35,14 +35,13 @@ from ..util import (
     docstring,
     end_command,
     error_line,
-    expand_user,
+    named_path,
     new_command,
     open_standard_streams,
     os_message,
     os_reason,
     plain_rst,
     plain_warnings,
-    stray_name,
 )
 
 open_standard_streams()  # before the consoles below read sys.stdout and sys.stderr
@@ -374,36 +373,27 @@ def _plain(o: Any) -> Any:
 def path_value(value: str) -> Path:
     """The parser of every path option and argument (``typer.Option(..., parser=path_value)``):
     an empty path (``--out ''``, or only spaces) is refused (exit 2) instead of read as the
-    current folder, and ``-`` (not standard output: a file or folder named '-' was written)."""
-    text = str(value)
-    if not text.strip():
-        raise typer.BadParameter("an empty path; give a folder or file name ('.' for the "
-                                 "current folder)")
-    if text.strip() == "-":  # `export --file -` wrote a file named '-' into the current folder
-        raise typer.BadParameter("'-' (standard input or output) is not read or written here; "
-                                 "give a folder or file name (./- for one named '-')")
-    # '~/r' is the home folder's r, as in $SSMREPRO_ROOT, $SSMREPRO_DATA and --dir (an
-    # SSMREPRO_OUT='~/r' from an env file, which no shell expands, wrote into a folder named '~')
-    try:
-        path = expand_user(text)
-    except OSError as err:  # '~/r' where the home folder is unknown: a RuntimeError traceback
-        raise typer.BadParameter(err.strerror) from None
-    odd = stray_name(path)
-    if odd is not None:
-        raise typer.BadParameter(f"{text!r}: {odd}")
-    return path
+    current folder, and ``-`` (not standard output: a file or folder named '-' was written);
+    `export --file -` wrote a file named '-' into the current folder. '~/r' is the home
+    folder's r, as in $SSMREPRO_ROOT, $SSMREPRO_DATA and --dir (an SSMREPRO_OUT='~/r' from an
+    env file, which no shell expands, wrote into a folder named '~'). ``util.named_path``."""
+    return _named(value, False)
 
 
 def file_value(value: str) -> Path:
     """``path_value`` of an option naming a file to write (``export --file``): a name ending in
     '/' (or in '.', '..') names a folder, and is refused (exit 2): `--file out/`, where no folder
     out existed, wrote the table into a file named `out`."""
-    path = path_value(value)
-    text = str(value).rstrip()
-    if text.endswith(("/", os.sep)) or text.replace(os.sep, "/").rsplit("/", 1)[-1] in (".", ".."):
-        raise typer.BadParameter(f"{value!r} names a folder (it ends in '/', '.' or '..'); give a "
-                                 "file name (e.g. out/results.csv)")
-    return path
+    return _named(value, True)
+
+
+def _named(value: str, file: bool) -> Path:
+    try:
+        return named_path(value, file)
+    except OSError as err:  # '~/r' where the home folder is unknown: a RuntimeError traceback
+        raise typer.BadParameter(err.strerror) from None
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
 
 
 # error lines one refusal prints; the rest are counted (a figure's `names` of 20,000 keys that

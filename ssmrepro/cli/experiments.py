@@ -1043,8 +1043,9 @@ def bench(
         "records in --out, no measuring)"),
     device: str = typer.Option("auto", envvar="SSMREPRO_DEVICE",
                                help="auto | cpu | cuda (env SSMREPRO_DEVICE)"),
-    packs: str | None = typer.Option(None, help="pack sizes to measure, comma-separated "
-                                     "(default: the workload's, e.g. 4,16,64)"),
+    packs: list[str] | None = typer.Option(
+        None, "--packs", metavar="SIZES", help="pack sizes to measure, comma-separated "
+        "(default: the workload's, e.g. 4,16,64); given again, its sizes are added"),
     seconds: float = typer.Option(3.0, help="rough measuring time per contender (sets the "
                                   "number of interleaved rounds, 3..20)"),
     out: Path | None = typer.Option(None, help="folder for the JSON/CSV record "
@@ -1059,8 +1060,9 @@ def bench(
     ``scans``, the fast kernels' speed-up over their references (``ssmrepro bench scans --help``
     lists its options); or, with ``step``, one full-Mamba training step with the old and new
     kernels (and mambapy when installed)."""
-    _refuse_unused_bench_options(ctx, workload, device=(device, "auto"), packs=(packs, None),
-                                 seconds=(seconds, 3.0), out=(out, None))
+    _refuse_unused_bench_options(ctx, workload)
+    # `--packs 4 --packs 16` is `--packs 4,16` (the last one was kept: pack 4 was not measured)
+    packs_text = None if packs is None else ",".join(packs)
     if workload == "scans":
         from ..bench.scans import main as scans_main
 
@@ -1110,15 +1112,15 @@ def bench(
     dev = select_device(device)
     try:
         # every item a size: '1,,2' read as 1,2 (an empty item, a slip, dropped without a word)
-        sizes = ([int(x) for x in packs.split(",")] if packs is not None and packs.strip()
-                 else [] if packs is not None else list(WORKLOADS[workload].packs))
+        sizes = ([int(x) for x in packs_text.split(",")] if packs_text is not None and packs_text.strip()
+                 else [] if packs_text is not None else list(WORKLOADS[workload].packs))
     except ValueError:
-        fail([f"--packs {packs!r}: expected comma-separated pack sizes, e.g. 4,16"])
+        fail([f"--packs {packs_text!r}: expected comma-separated pack sizes, e.g. 4,16"])
     if not sizes or not all(1 <= e <= 256 for e in sizes):
-        fail([f"--packs {packs!r}: pack sizes between 1 and 256"])
+        fail([f"--packs {packs_text!r}: pack sizes between 1 and 256"])
     twice = sorted({e for e in sizes if sizes.count(e) > 1})
     if twice:  # 1,1,1 measured once and wrote three identical rows to the CSV and JSON records
-        fail([f"--packs {packs!r}: pack size {twice[0]} given twice (each size is measured once)"])
+        fail([f"--packs {packs_text!r}: pack size {twice[0]} given twice (each size is measured once)"])
     from ..bench.packs import memory_problem
     from ..util import prepare_target
 
@@ -1154,17 +1156,19 @@ def _bench_folder() -> Path:
         raise
 
 
-def _refuse_unused_bench_options(ctx: typer.Context, workload: str, **options) -> None:
+def _refuse_unused_bench_options(ctx: typer.Context, workload: str) -> None:
     """``bench scans --out DIR`` (or ``--device``, ``--packs``, ``--seconds``) and ``bench
     roofline --packs 4`` exited 0 with the option quietly ignored: those options belong to the
     packs workloads (``scans`` and ``step`` take their own, ``--json FILE`` for a record;
-    ``roofline`` measures nothing). ``options``: name -> (value, default)."""
+    ``roofline`` measures nothing)."""
     unused = {"scans": ("device", "packs", "seconds", "out"),
               "step": ("device", "packs", "seconds", "out"),
               "roofline": ("device", "packs", "seconds")}.get(workload, ())
-    # an option given, not one read from the environment (SSMREPRO_DEVICE set for every command)
-    given = [f"--{n}" for n in unused if options[n][0] != options[n][1]
-             and getattr(ctx.get_parameter_source(n), "name", "") != "ENVIRONMENT"]
+    # an option given on the command line, whatever its value (one given as its default,
+    # `bench roofline --seconds 3` or `bench scans --device auto`, was taken as not given and
+    # ignored), not one read from the environment (SSMREPRO_DEVICE set for every command)
+    given = [f"--{n}" for n in unused
+             if getattr(ctx.get_parameter_source(n), "name", "") == "COMMANDLINE"]
     if given:
         own = ("measures nothing (it draws the records in --out)" if workload == "roofline" else
                f"takes its own options (ssmrepro bench {workload} --help; --json FILE writes "

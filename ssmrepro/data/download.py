@@ -203,6 +203,10 @@ def _open_url(url: str, offset: int, timeout: float) -> tuple[BinaryIO, int | No
                    "a proxy ($https_proxy)? Elsewhere, download the archive and pass --url "
                    "file:///<its path>")
         raise DownloadError(f"{url}: {why}") from None
+    except UnicodeError as err:  # a host name that is none (`http://a..b/x`, a label over 63
+        # characters), here or in a redirect: the resolver's idna codec failed, a traceback
+        raise NoRetry(f"{url}: cannot look up a host of it: not a host name ({err}); check "
+                      "the URL") from None
     # a server's sizes as whole numbers, None where not ('abc', '²', '-5': a ValueError
     # traceback, or a size of -5 bytes)
     length = whole_number(resp.headers.get("Content-Length") or "")
@@ -668,7 +672,10 @@ def download(
     res = RESOURCES[what]
     official = url is None or url == res.url
     src = res.url if url is None else url
-    name = res.filename if official else (Path(urllib.parse.urlparse(src).path).name or res.filename)
+    name = res.filename if official else Path(urllib.parse.urlparse(src).path).name
+    if name in ("", ".", ".."):  # a URL of no file name (`http://host/`, `http://host/..`: it
+        # named <root>/downloads/.., the data root, 'cannot use ...: a folder where a file belongs')
+        name = res.filename
     dest = downloads_dir(root) / name
     itself = _names_file(src, dest)  # `--url file:///<root>/downloads/x.tgz`: an archive put
     # there by hand was deleted as an earlier download's, then 'no such file', exit 1
@@ -692,6 +699,13 @@ def download(
         # (the official one, which has no checksum for LRA): 'not a tar or zip archive' for ever
         if itself:  # the file --url names: no download replaces it (nor is it ours to delete)
             raise NoRetry(f"{err} (the file --url names)") from None
+        if urllib.parse.urlparse(src).scheme == "file":  # a copy of a local file: a re-run
+            # copies the same bytes (it said 'delete <copy> and re-run to download it again',
+            # exit 1, and failed so at every re-run); the copy is no use and is removed
+            dest.unlink(missing_ok=True)
+            why = str(err).removeprefix(f"{dest}: ")
+            raise NoRetry(f"--url {src}: {why} (the file --url names; nothing was installed): "
+                          "give a whole tar or zip archive") from None
         raise BadArchive(f"{err}; delete {dest} and re-run to download it again") from None
     if not keep_archive and not itself:  # (the source file is not this command's to delete)
         dest.unlink()
