@@ -27789,3 +27789,50 @@ def test_r53k_a_run_is_homed_only_in_a_store_that_keeps_no_more_of_it(tmp_path, 
         (rid,) = _ids(rb)
         want = {rid: out / "tests/ra"} if homed else {}
         assert shared_homes(rb, "smoke", None, out, [rid]) == want, ra_keeps
+
+
+def test_r56q_tracker_killed_after_the_sweeps_check_is_started_again_quietly():
+    """`kill -9` of multiprocessing's resource tracker in the moment after the check where a
+    pool's sweep ends (``tracker_revived``) and before its queues are freed: Python started it
+    again itself, 'process died unexpectedly, relaunching' and a KeyError traceback per
+    semaphore, exit 0. The tracker starts again quietly wherever Python would start it: one
+    warning, which does not speak of runs (`data generate` has none)."""
+    import subprocess
+    import sys
+
+    code = ("import gc, os, signal, sys, time\n"
+            "from contextlib import closing\n"
+            "import multiprocessing as mp\n"
+            "from multiprocessing import resource_tracker\n"
+            "import ssmrepro.util as u\n"
+            "from ssmrepro.data._workers import iter_chunks\n"
+            "from ssmrepro.signals import STOP_SIGNALS\n"
+            "u.plain_warnings()\n"
+            "checked = u.tracker_revived\n"
+            "def late():  # killed just after the check where the sweep ends\n"
+            "    said = checked()\n"
+            "    if sys._getframe(1).f_code.co_name == 'iter_chunks':\n"
+            "        os.kill(resource_tracker._resource_tracker._pid, signal.SIGKILL)\n"
+            "        time.sleep(0.2)\n"
+            "    return said\n"
+            "if __name__ == '__main__':\n"
+            "    u.tracker_revived = late\n"
+            "    with closing(iter_chunks(abs, 2)) as chunks:\n"
+            "        for i, _ in enumerate(chunks):\n"
+            "            if i == 2:\n"
+            "                break\n"
+            "    u.tracker_revived = checked\n"
+            "    with u.hangups_ignored(STOP_SIGNALS):\n"
+            "        queues = [mp.get_context('spawn').Queue() for _ in range(3)]\n"
+            "    os.kill(resource_tracker._resource_tracker._pid, signal.SIGKILL)\n"
+            "    time.sleep(0.2)\n"
+            "    del queues  # (no check where they are freed)\n"
+            "    gc.collect()\n"
+            "    time.sleep(0.3)  # (the tracker writes on its own)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    said = res.stdout + res.stderr
+    assert res.returncode == 0, said
+    assert "Traceback" not in said and "KeyError" not in said and "relaunching" not in said, said
+    assert said.count("warning: multiprocessing's resource tracker (pid ") == 2, said
+    assert "runs" not in said and "what this command makes is not affected" in said, said
