@@ -27836,3 +27836,30 @@ def test_r56q_tracker_killed_after_the_sweeps_check_is_started_again_quietly():
     assert "Traceback" not in said and "KeyError" not in said and "relaunching" not in said, said
     assert said.count("warning: multiprocessing's resource tracker (pid ") == 2, said
     assert "runs" not in said and "what this command makes is not affected" in said, said
+
+
+def test_r56q_a_claim_not_written_for_a_full_disk_is_not_left(tmp_path):
+    """`run` whose claim could not be written (a full disk; here `ulimit -f`): the pack failed
+    (`cannot use .../runs/<id>.json: No space left on device`), and its claim, made but empty,
+    stayed in claims/ after the command ended, a garbage claim that held the run. The claim is
+    removed and the error raised."""
+    import resource
+    import signal
+
+    from ssmrepro.store import Store
+
+    store = Store(tmp_path)
+    store.runs.mkdir(parents=True)
+    store.claims.mkdir(parents=True)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16, hard))
+    try:
+        with pytest.raises(OSError) as err:
+            store.claim("r1")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+    assert err.value.errno == errno.EFBIG
+    assert not list(store.claims.iterdir())
+    assert not store.holds("r1") and store.claim("r1") and store.holds("r1")
