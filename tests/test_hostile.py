@@ -17328,9 +17328,10 @@ def test_a_forced_data_generate_outrun_by_another_is_told_to_run_again(tmp_path,
     args = ("--n", "3", "--min-length", "1", "--max-length", "40", "--out", out)
     assert _invoke("data", "generate", "listops", "--seed", "6", *args).exit_code == 0
 
-    def other_finishes_meanwhile(*a, **kw):  # a plain generate, seed 7, ends first
-        monkeypatch.setattr(lo, "generate_listops", real)
-        assert _invoke("data", "generate", "listops", "--seed", "7", *args).exit_code == 0
+    def other_finishes_meanwhile(*a, **kw):  # another generate, seed 7, ends first (a
+        monkeypatch.setattr(lo, "generate_listops", real)  # forced one: the data are kept
+        assert _invoke("data", "generate", "listops", "--seed", "7", *args,  # until it ends)
+                       *(["--force"] if force else [])).exit_code == 0
         return real(*a, **kw)
 
     for force, advice in ((True, "run this command again to replace it"),
@@ -27863,3 +27864,32 @@ def test_r56q_a_claim_not_written_for_a_full_disk_is_not_left(tmp_path):
     assert err.value.errno == errno.EFBIG
     assert not list(store.claims.iterdir())
     assert not store.holds("r1") and store.claim("r1") and store.holds("r1")
+
+
+def test_r56q_a_forced_data_generate_stopped_midway_keeps_the_dataset_there(tmp_path,
+                                                                             monkeypatch):
+    """`data generate listops --force` over a generated dataset, stopped midway (Ctrl-C, a
+    worker killed): it said 'nothing was written', and the old dataset was gone (--force removed
+    it at the start; a `run` meanwhile found no data). The old one stays until the new one is
+    whole, then is replaced; a stopped one leaves it as it was."""
+    import ssmrepro.data.listops as lo
+
+    out, real = tmp_path / "listops", lo.generate_listops
+    args = ("--n", "3", "--min-length", "1", "--max-length", "40", "--out", out)
+    assert _invoke("data", "generate", "listops", "--seed", "6", *args).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def seen_midway(*a, **kw):  # what a `run` reads while the generator works, then Ctrl-C
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lo, "generate_listops", seen_midway)
+    res = _invoke("data", "generate", "listops", "--seed", "8", *args, "--force")
+    assert res.exit_code == 130 and "nothing was written" in res.output, res.output
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["listops"]  # no scratch folder left
+    monkeypatch.setattr(lo, "generate_listops", real)
+    res = _invoke("data", "generate", "listops", "--seed", "8", *args, "--force")
+    assert res.exit_code == 0, res.output
+    assert '"seed": 8' in (out / "meta.json").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["listops"]
