@@ -27893,3 +27893,36 @@ def test_r56q_a_forced_data_generate_stopped_midway_keeps_the_dataset_there(tmp_
     assert res.exit_code == 0, res.output
     assert '"seed": 8' in (out / "meta.json").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["listops"]
+
+
+def test_r56q_a_forced_install_killed_while_it_removes_the_old_folder_leaves_a_whole_one(
+        tmp_path, monkeypatch):
+    """`data download lra --force` over an installed release, killed while it removed the old
+    task folder (gigabytes: seconds): that folder was removed in place, so the loaders then
+    found it half deleted. It is moved aside into the scratch folder first: whatever removing
+    it meets, the folder where the loaders read is whole, the new one."""
+    import tarfile
+
+    import ssmrepro.data.download as dl
+
+    src = tmp_path / "src/lra_release/listops-1000"
+    src.mkdir(parents=True)
+    (src / "new.tsv").write_text("new\n")
+    archive = tmp_path / "lra_release.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(src.parent, arcname="lra_release")
+    old = tmp_path / "root/lra/listops-1000"
+    old.mkdir(parents=True)
+    for k in range(3):
+        (old / f"old{k}.tsv").write_text("old\n")
+    removed = []
+
+    def killed(path, *a, **kw):  # the first file of the tree removed, then kill -9
+        removed.append(sorted(p.name for p in old.iterdir()))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dl.shutil, "rmtree", killed)
+    with pytest.raises(KeyboardInterrupt):
+        dl.install_lra(archive, tmp_path / "root", force=True, progress=False)
+    assert removed == [["new.tsv"]]  # (the new folder was in place before any removal)
+    assert sorted(p.name for p in old.iterdir()) == ["new.tsv"]
