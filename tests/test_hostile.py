@@ -27926,3 +27926,24 @@ def test_r56q_a_forced_install_killed_while_it_removes_the_old_folder_leaves_a_w
         dl.install_lra(archive, tmp_path / "root", force=True, progress=False)
     assert removed == [["new.tsv"]]  # (the new folder was in place before any removal)
     assert sorted(p.name for p in old.iterdir()) == ["new.tsv"]
+
+
+def test_r56q_a_stopped_worker_does_not_keep_an_interrupted_run_for_ever():
+    """`run --workers 2` sent SIGTERM (or Ctrl-C) while one of its workers was stopped
+    (`kill -STOP` of it, a ^Z): the worker's SIGTERM waited for a SIGCONT, and Python's exit
+    joined it without a time limit, so the command never ended (until the worker was
+    continued). The workers are ended, a stopped one continued to take its SIGTERM."""
+    import multiprocessing as mp
+    import signal
+
+    from ssmrepro.engine.local import end_workers
+
+    procs = [mp.get_context("fork").Process(target=time.sleep, args=(60,), daemon=True)
+             for _ in range(2)]
+    for p in procs:
+        p.start()
+    os.kill(procs[0].pid, signal.SIGSTOP)
+    t0 = time.monotonic()
+    end_workers(procs)
+    assert time.monotonic() - t0 < 5
+    assert [p.exitcode for p in procs] == [-signal.SIGTERM] * 2
