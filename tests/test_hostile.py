@@ -27947,3 +27947,29 @@ def test_r56q_a_stopped_worker_does_not_keep_an_interrupted_run_for_ever():
     end_workers(procs)
     assert time.monotonic() - t0 < 5
     assert [p.exitcode for p in procs] == [-signal.SIGTERM] * 2
+
+
+def test_r56q_a_data_generator_closed_with_a_stopped_worker_ends():
+    """`data generate listops --workers 2` sent SIGTERM (or Ctrl-C) while a worker was stopped
+    (`kill -STOP` of it): the closed generator waited for the chunk that worker held, and its
+    pool's shutdown too, for ever. The pool's workers are continued first: it ends."""
+    import subprocess
+    import sys
+
+    code = ("import multiprocessing as mp, os, signal, time\n"
+            "from ssmrepro.data._workers import iter_chunks\n"
+            "if __name__ == '__main__':\n"
+            "    chunks = iter_chunks(time.sleep, 2, ahead=2)\n"
+            "    next(chunks)  # chunk 0; chunks 1 and 2 sleep 1 s and 2 s\n"
+            "    for p in mp.active_children():\n"
+            "        os.kill(p.pid, signal.SIGSTOP)\n"
+            "    t0 = time.monotonic()\n"
+            "    chunks.close()\n"
+            "    print('closed in', round(time.monotonic() - t0))\n")
+    try:
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=30, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    except subprocess.TimeoutExpired as err:  # (its workers die with it)
+        raise AssertionError("the generator, closed, waited for its stopped worker") from err
+    assert res.returncode == 0 and "closed in" in res.stdout, res.stdout + res.stderr
+    assert int(res.stdout.split()[-1]) < 5, res.stdout
