@@ -1378,8 +1378,14 @@ class Store:
             if seen is None or not self._is_stale(path, seen) or not self.take_over(run_id, seen):
                 return False
         else:
-            with os.fdopen(fd, "w") as f:
-                f.write(self._new_claim(run_id))
+            try:
+                with os.fdopen(fd, "w") as f:
+                    f.write(self._new_claim(run_id))
+            except BaseException:  # a full disk (`ulimit -f`, a kill): the claim, left empty,
+                # held the run for another holder after the pack failed (its next `run` waited)
+                self._held.pop(run_id, None)
+                path.unlink(missing_ok=True)
+                raise
         if self.is_done(run_id):  # finished between our check and the claim
             self.release(run_id)
             return False

@@ -527,11 +527,13 @@ def tracker_revived() -> bool:
     runs', a KeyError traceback per queue, and Python's 'resource_tracker: process died
     unexpectedly' warning, exit 0. The runs are not affected (each process removes its own
     semaphores; the tracker only does so for a killed one). Called where workers start and
-    where their sweep ends (``hangups_ignored``; ``engine.local``, ``data._workers``)."""
+    where their sweep ends (``hangups_ignored``; ``engine.local``, ``data._workers``), and by
+    the tracker itself wherever Python would start it again (``_tracker_quieted``)."""
     import warnings
     from multiprocessing import resource_tracker
 
     tracker = resource_tracker._resource_tracker
+    _tracker_quieted(tracker)
     try:  # (the standard library's own probe: a write to the tracker's pipe)
         if getattr(tracker, "_fd", None) is None or tracker._check_alive():
             return False
@@ -557,9 +559,29 @@ def tracker_revived() -> bool:
             os.dup2(saved, 2)
             os.close(saved)
     warnings.warn(f"multiprocessing's resource tracker{f' (pid {pid})' if pid else ''} died "
-                  "while this command ran (killed?); a new one was started, and the runs are "
-                  "not affected", stacklevel=1)
+                  "while this command ran (killed?); a new one was started, and what this "
+                  "command makes is not affected", stacklevel=1)
     return True
+
+
+def _tracker_quieted(tracker) -> None:
+    """Have multiprocessing's resource tracker ``tracker`` start again quietly
+    (``tracker_revived``) wherever Python would start it again itself: killed in the moment
+    between the check where a pool's sweep ends and the pool's shutdown (or at exit, where
+    its queues are freed), Python started it with 'process died unexpectedly, relaunching' and
+    a KeyError traceback per semaphore, exit 0. Where this thread is inside the tracker's own
+    start already (a queue freed meanwhile), Python's check says so, as before."""
+    if getattr(tracker, "_ssmrepro_quiet", False):
+        return
+    started = type(tracker).ensure_running.__get__(tracker)  # (Python's own)
+
+    def ensure_running():
+        count = getattr(tracker._lock, "_recursion_count", lambda: 0)
+        if count() or not tracker_revived():
+            started()
+
+    tracker.ensure_running = ensure_running  # (its register, unregister and getfd call it)
+    tracker._ssmrepro_quiet = True
 
 
 def worker_start(parent: int, names: tuple[str, ...]) -> None:

@@ -17330,9 +17330,10 @@ def test_a_forced_data_generate_outrun_by_another_is_told_to_run_again(tmp_path,
     args = ("--n", "3", "--min-length", "1", "--max-length", "40", "--out", out)
     assert _invoke("data", "generate", "listops", "--seed", "6", *args).exit_code == 0
 
-    def other_finishes_meanwhile(*a, **kw):  # a plain generate, seed 7, ends first
-        monkeypatch.setattr(lo, "generate_listops", real)
-        assert _invoke("data", "generate", "listops", "--seed", "7", *args).exit_code == 0
+    def other_finishes_meanwhile(*a, **kw):  # another generate, seed 7, ends first (a
+        monkeypatch.setattr(lo, "generate_listops", real)  # forced one: the data are kept
+        assert _invoke("data", "generate", "listops", "--seed", "7", *args,  # until it ends)
+                       *(["--force"] if force else [])).exit_code == 0
         return real(*a, **kw)
 
     for force, advice in ((True, "run this command again to replace it"),
@@ -28285,3 +28286,186 @@ def test_r56r_a_download_url_of_no_file_name_takes_the_archives_own(tmp_path, mo
     with pytest.raises(dl.NoRetry):
         dl.download("cifar10", tmp_path / "d", url=f"http://mirror.example.org{path}")
     assert got == [tmp_path / "d/downloads" / dl.RESOURCES["cifar10"].filename]
+
+
+def test_r56q_tracker_killed_after_the_sweeps_check_is_started_again_quietly():
+    """`kill -9` of multiprocessing's resource tracker in the moment after the check where a
+    pool's sweep ends (``tracker_revived``) and before its queues are freed: Python started it
+    again itself, 'process died unexpectedly, relaunching' and a KeyError traceback per
+    semaphore, exit 0. The tracker starts again quietly wherever Python would start it: one
+    warning, which does not speak of runs (`data generate` has none)."""
+    import subprocess
+    import sys
+
+    code = ("import gc, os, signal, sys, time\n"
+            "from contextlib import closing\n"
+            "import multiprocessing as mp\n"
+            "from multiprocessing import resource_tracker\n"
+            "import ssmrepro.util as u\n"
+            "from ssmrepro.data._workers import iter_chunks\n"
+            "from ssmrepro.signals import STOP_SIGNALS\n"
+            "u.plain_warnings()\n"
+            "checked = u.tracker_revived\n"
+            "def late():  # killed just after the check where the sweep ends\n"
+            "    said = checked()\n"
+            "    if sys._getframe(1).f_code.co_name == 'iter_chunks':\n"
+            "        os.kill(resource_tracker._resource_tracker._pid, signal.SIGKILL)\n"
+            "        time.sleep(0.2)\n"
+            "    return said\n"
+            "if __name__ == '__main__':\n"
+            "    u.tracker_revived = late\n"
+            "    with closing(iter_chunks(abs, 2)) as chunks:\n"
+            "        for i, _ in enumerate(chunks):\n"
+            "            if i == 2:\n"
+            "                break\n"
+            "    u.tracker_revived = checked\n"
+            "    with u.hangups_ignored(STOP_SIGNALS):\n"
+            "        queues = [mp.get_context('spawn').Queue() for _ in range(3)]\n"
+            "    os.kill(resource_tracker._resource_tracker._pid, signal.SIGKILL)\n"
+            "    time.sleep(0.2)\n"
+            "    del queues  # (no check where they are freed)\n"
+            "    gc.collect()\n"
+            "    time.sleep(0.3)  # (the tracker writes on its own)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    said = res.stdout + res.stderr
+    assert res.returncode == 0, said
+    assert "Traceback" not in said and "KeyError" not in said and "relaunching" not in said, said
+    assert said.count("warning: multiprocessing's resource tracker (pid ") == 2, said
+    assert "runs" not in said and "what this command makes is not affected" in said, said
+
+
+def test_r56q_a_claim_not_written_for_a_full_disk_is_not_left(tmp_path):
+    """`run` whose claim could not be written (a full disk; here `ulimit -f`): the pack failed
+    (`cannot use .../runs/<id>.json: No space left on device`), and its claim, made but empty,
+    stayed in claims/ after the command ended, a garbage claim that held the run. The claim is
+    removed and the error raised."""
+    import resource
+    import signal
+
+    from ssmrepro.store import Store
+
+    store = Store(tmp_path)
+    store.runs.mkdir(parents=True)
+    store.claims.mkdir(parents=True)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16, hard))
+    try:
+        with pytest.raises(OSError) as err:
+            store.claim("r1")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+    assert err.value.errno == errno.EFBIG
+    assert not list(store.claims.iterdir())
+    assert not store.holds("r1") and store.claim("r1") and store.holds("r1")
+
+
+def test_r56q_a_forced_data_generate_stopped_midway_keeps_the_dataset_there(tmp_path,
+                                                                             monkeypatch):
+    """`data generate listops --force` over a generated dataset, stopped midway (Ctrl-C, a
+    worker killed): it said 'nothing was written', and the old dataset was gone (--force removed
+    it at the start; a `run` meanwhile found no data). The old one stays until the new one is
+    whole, then is replaced; a stopped one leaves it as it was."""
+    import ssmrepro.data.listops as lo
+
+    out, real = tmp_path / "listops", lo.generate_listops
+    args = ("--n", "3", "--min-length", "1", "--max-length", "40", "--out", out)
+    assert _invoke("data", "generate", "listops", "--seed", "6", *args).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def seen_midway(*a, **kw):  # what a `run` reads while the generator works, then Ctrl-C
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lo, "generate_listops", seen_midway)
+    res = _invoke("data", "generate", "listops", "--seed", "8", *args, "--force")
+    assert res.exit_code == 130 and "nothing was written" in res.output, res.output
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["listops"]  # no scratch folder left
+    monkeypatch.setattr(lo, "generate_listops", real)
+    res = _invoke("data", "generate", "listops", "--seed", "8", *args, "--force")
+    assert res.exit_code == 0, res.output
+    assert '"seed": 8' in (out / "meta.json").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["listops"]
+
+
+def test_r56q_a_forced_install_killed_while_it_removes_the_old_folder_leaves_a_whole_one(
+        tmp_path, monkeypatch):
+    """`data download lra --force` over an installed release, killed while it removed the old
+    task folder (gigabytes: seconds): that folder was removed in place, so the loaders then
+    found it half deleted. It is moved aside into the scratch folder first: whatever removing
+    it meets, the folder where the loaders read is whole, the new one."""
+    import tarfile
+
+    import ssmrepro.data.download as dl
+
+    src = tmp_path / "src/lra_release/listops-1000"
+    src.mkdir(parents=True)
+    (src / "new.tsv").write_text("new\n")
+    archive = tmp_path / "lra_release.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(src.parent, arcname="lra_release")
+    old = tmp_path / "root/lra/listops-1000"
+    old.mkdir(parents=True)
+    for k in range(3):
+        (old / f"old{k}.tsv").write_text("old\n")
+    removed = []
+
+    def killed(path, *a, **kw):  # the first file of the tree removed, then kill -9
+        removed.append(sorted(p.name for p in old.iterdir()))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dl.shutil, "rmtree", killed)
+    with pytest.raises(KeyboardInterrupt):
+        dl.install_lra(archive, tmp_path / "root", force=True, progress=False)
+    assert removed == [["new.tsv"]]  # (the new folder was in place before any removal)
+    assert sorted(p.name for p in old.iterdir()) == ["new.tsv"]
+
+
+def test_r56q_a_stopped_worker_does_not_keep_an_interrupted_run_for_ever():
+    """`run --workers 2` sent SIGTERM (or Ctrl-C) while one of its workers was stopped
+    (`kill -STOP` of it, a ^Z): the worker's SIGTERM waited for a SIGCONT, and Python's exit
+    joined it without a time limit, so the command never ended (until the worker was
+    continued). The workers are ended, a stopped one continued to take its SIGTERM."""
+    import multiprocessing as mp
+    import signal
+
+    from ssmrepro.engine.local import end_workers
+
+    procs = [mp.get_context("fork").Process(target=time.sleep, args=(60,), daemon=True)
+             for _ in range(2)]
+    for p in procs:
+        p.start()
+    os.kill(procs[0].pid, signal.SIGSTOP)
+    t0 = time.monotonic()
+    end_workers(procs)
+    assert time.monotonic() - t0 < 5
+    assert [p.exitcode for p in procs] == [-signal.SIGTERM] * 2
+
+
+def test_r56q_a_data_generator_closed_with_a_stopped_worker_ends():
+    """`data generate listops --workers 2` sent SIGTERM (or Ctrl-C) while a worker was stopped
+    (`kill -STOP` of it): the closed generator waited for the chunk that worker held, and its
+    pool's shutdown too, for ever. The pool's workers are continued first: it ends."""
+    import subprocess
+    import sys
+
+    code = ("import multiprocessing as mp, os, signal, time\n"
+            "from ssmrepro.data._workers import iter_chunks\n"
+            "if __name__ == '__main__':\n"
+            "    chunks = iter_chunks(time.sleep, 2, ahead=2)\n"
+            "    next(chunks)  # chunk 0; chunks 1 and 2 sleep 1 s and 2 s\n"
+            "    for p in mp.active_children():\n"
+            "        os.kill(p.pid, signal.SIGSTOP)\n"
+            "    t0 = time.monotonic()\n"
+            "    chunks.close()\n"
+            "    print('closed in', round(time.monotonic() - t0))\n")
+    try:
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=30, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    except subprocess.TimeoutExpired as err:  # (its workers die with it)
+        raise AssertionError("the generator, closed, waited for its stopped worker") from err
+    assert res.returncode == 0 and "closed in" in res.stdout, res.stdout + res.stderr
+    assert int(res.stdout.split()[-1]) < 5, res.stdout

@@ -152,8 +152,13 @@ def _built_beside(target: Path, force: bool = False) -> Iterator[Path]:
     passed the 'empty folder' check and wrote into one folder, each saying 'wrote', the files
     of the two mixed. Now the first to finish renames its folder into place, and the other
     stops (exit 1) saying so, its data discarded; ``force``: it was given --force, and is told
-    to run again to replace the other's (it was told to pass --force, which it had)."""
-    from ..util import fsync_dir, scratch_folder
+    to run again to replace the other's (it was told to pass --force, which it had).
+
+    With ``force`` the dataset there (``_prepare_out`` checked it is a generated one) is replaced
+    at the end, when the new one is whole: it was removed at the start, so a generate stopped
+    midway (Ctrl-C, a worker killed) said 'nothing was written' with the old data gone, and a
+    `run` meanwhile found no data."""
+    from ..util import fsync_dir, remove_tree, scratch_folder
 
     target.parent.mkdir(parents=True, exist_ok=True)
     # an empty --out that is a mount point (another file system than its parent's): built
@@ -162,24 +167,57 @@ def _built_beside(target: Path, force: bool = False) -> Iterator[Path]:
     inside = target.is_dir() and os.stat(target).st_dev != os.stat(target.parent).st_dev
     tmp = scratch_folder(target if inside else target.parent,
                          GENERATING if inside else f".{target.name}{GENERATING}")
+    old = _entries(target) if force else set()  # the dataset --force replaces
+    aside = None
     try:
         yield tmp
+        there = _entries(target)
+        if there and there != old:
+            _fail(_written_meanwhile(target, force), code=1)
         if inside:
-            if [p for p in target.iterdir() if not p.name.startswith(GENERATING)]:
-                _fail(_written_meanwhile(target, force), code=1)
+            for name in sorted(n for n, *_ in there if n != "meta.json") + ["meta.json"] * bool(
+                    there):  # meta.json first: a dataset without it is not a whole one
+                entry = target / name
+                if entry.is_dir() and not entry.is_symlink():
+                    remove_tree(entry)
+                else:
+                    entry.unlink(missing_ok=True)
             for entry in sorted(tmp.iterdir(), key=lambda p: p.name == "meta.json"):
                 os.replace(entry, target / entry.name)  # meta.json last: it marks a whole one
             fsync_dir(target)
             return
+        if there:
+            aside = scratch_folder(target.parent, f".{target.name}{GENERATING}")
+            os.replace(target, aside)  # (removed below; if killed, by the next generate)
         try:
             os.replace(tmp, target)  # (onto nothing or an empty folder)
         except OSError:
+            if aside is not None and not target.exists():
+                os.replace(aside, target)  # the old dataset put back
+                aside = None
             if not (target.is_dir() and any(target.iterdir())):
                 raise
             _fail(_written_meanwhile(target, force), code=1)
         fsync_dir(target.parent)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
+
+
+def _entries(target: Path) -> set[tuple]:
+    """What ``target`` holds (name, inode, modification time of each entry, a generator's
+    scratch folder left out): a dataset --force may replace at the end only if it is still the
+    one there at the start (another `data generate` may have written its own meanwhile)."""
+    try:
+        found = set()
+        for entry in target.iterdir():
+            if not entry.name.startswith(GENERATING):
+                st = entry.lstat()
+                found.add((entry.name, st.st_ino, st.st_mtime_ns))
+        return found
+    except (FileNotFoundError, NotADirectoryError):
+        return set()
 
 
 @command(app, interrupted="interrupted — the download resumes where it stopped: re-run "
@@ -278,7 +316,7 @@ def _foreign_entries(target: Path) -> list[str]:
 
 
 def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
-    from ..util import remove_dead_scratch, remove_tree
+    from ..util import remove_dead_scratch
 
     target = out if out is not None else default
     if target.is_symlink() or (target.exists() and not target.is_dir()):
@@ -294,7 +332,6 @@ def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
             _fail(f"{target} holds {', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''}, "
                   "which no generator writes: --force only replaces a generated dataset; choose "
                   "an empty or new --out")
-        remove_tree(target)
     return target
 
 
@@ -302,13 +339,13 @@ def _size(n: float) -> str:
     return f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e6:,.1f} MB"
 
 
-def _check_room(what: str, memory: int, disk: int, target: Path, force: bool,
-                files: int = 0) -> None:
+def _check_room(what: str, memory: int, disk: int, target: Path, files: int = 0) -> None:
     """Refuse before generating what cannot fit: ``memory`` (bytes the generator surely holds at
     once) against the memory available now, ``disk`` (bytes it surely writes) against the free
-    space where ``target`` goes (plus what --force would free), and ``files`` (how many it
-    makes) against the file system's free inodes. A size that could not fit ran for hours, then
-    died of memory (killed, no message) or stopped at a full disk (or inode table)."""
+    space where ``target`` goes (a dataset --force replaces is kept until the new one is whole),
+    and ``files`` (how many it makes) against the file system's free inodes. A size that could
+    not fit ran for hours, then died of memory (killed, no message) or stopped at a full disk
+    (or inode table)."""
     from ..train import available_memory
 
     avail = available_memory("cpu")
@@ -322,10 +359,6 @@ def _check_room(what: str, memory: int, disk: int, target: Path, force: bool,
         free = shutil.disk_usage(here).free
         st = os.statvfs(here)
         inodes = st.f_favail if st.f_files else None  # 0 files: no inode limit (e.g. btrfs)
-        if force and target.is_dir() and not target.is_symlink():
-            old = list(target.rglob("*"))
-            free += sum(f.stat().st_size for f in old if f.is_file())
-            inodes = None if inodes is None else inodes + len(old)
     except OSError:
         return
     if disk > free:
@@ -381,7 +414,7 @@ def generate_listops_cmd(
     length = min_length + 1
     _check_room(f"--n {n} ListOps trees longer than {min_length} tokens",
                 n * (length + 100) + n_train * 6 * length, n * 2 * length,
-                out if out is not None else generated_dir(root) / "listops", force)
+                out if out is not None else generated_dir(root) / "listops")
     target = _prepare_out(out, generated_dir(root) / "listops", force)
     with _interrupted_says_what_is_left(), _built_beside(target, force) as folder:
         t0 = time.perf_counter()
@@ -470,12 +503,12 @@ def generate_pathfinder_cmd(
     if format is PathfinderFormat.npy:  # uint8 images; a shard is buffered, then concatenated
         _check_room(f"--n {n} images of {res}x{res} in shards of --shard-size {shard_size}",
                     2 * min(n, shard_size) * res * res, n * res * res,
-                    out if out is not None else default, force,
+                    out if out is not None else default,
                     files=2 * -(-n // shard_size) + 1)  # an images and a labels file a shard
     else:  # a PNG file per image (75 bytes at the least) and a metadata line (30 or more), a
         # metadata file per 1,000 images: --n 10**8 wrote files until the inodes ran out
         _check_room(f"--n {n} PNG images of {res}x{res} (--format lra)", 0, 105 * n,
-                    out if out is not None else default, force, files=n + -(-n // 1000) + 1)
+                    out if out is not None else default, files=n + -(-n // 1000) + 1)
     target = _prepare_out(out, default, force)
     with _interrupted_says_what_is_left(), _built_beside(target, force) as folder:
         t0 = time.perf_counter()

@@ -61,7 +61,21 @@ def iter_chunks(fn: Callable[[int], T], workers: int = 1, ahead: int | None = No
         finally:
             for f in pending:
                 f.cancel()
+            continued(ex)
             wait(pending)  # the chunks running still (the pool's shutdown waits for them too)
             tracker_revived()  # a tracker killed meanwhile: started again, quietly, before the
             # pool shuts down and its queues' semaphores are forgotten (after it, the pool's
             # shutdown had Python start one, which printed a KeyError traceback per semaphore)
+
+
+def continued(pool: ProcessPoolExecutor) -> None:
+    """Send SIGCONT to the worker processes of ``pool``: one stopped (`kill -STOP` of it, a
+    debugger) never returned the chunk it held, which the generator, closed (Ctrl-C, SIGTERM),
+    waits for, and its pool's shutdown too: the command never ended."""
+    import signal
+
+    for pid in list(getattr(pool, "_processes", None) or ()):  # (the pool's own table)
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except OSError:  # (gone meanwhile)
+            pass

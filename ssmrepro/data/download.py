@@ -35,7 +35,6 @@ from ..util import (
     file_digest,
     fsync_dir,
     read_small,
-    remove_tree,
     scratch_folder,
     whole_number,
 )
@@ -582,10 +581,15 @@ def _check_target(target: Path, force: bool) -> None:
 
 
 def _move_into_place(src: Path, target: Path, force: bool) -> None:
+    """Move the extracted folder ``src`` (in a scratch folder beside ``target``) to ``target``.
+    A folder there (--force) is first moved aside into that scratch folder, removed with it
+    (by the next download if this one is killed): it was removed in place, so a download killed
+    meanwhile (gigabytes of the LRA release take seconds) left a dataset half deleted where
+    the loaders read."""
     _check_target(target, force)
-    if target.exists():
-        remove_tree(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():
+        os.replace(target, src.with_name(f"{src.name}.replaced"))
     os.replace(src, target)
     fsync_dir(target.parent)
 

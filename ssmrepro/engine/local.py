@@ -407,6 +407,25 @@ def worker_death(exitcode: int | None, pack: Pack | None = None) -> str:
                "packs at once (--workers) or smaller ones (--pack-size)" if need else ""))
 
 
+def end_workers(procs: list) -> None:
+    """End the worker processes ``procs`` (SIGTERM, then SIGKILL for one still alive 10 s later)
+    and join them. One stopped (SIGSTOP, a ^Z of it) is continued: its SIGTERM waited for a
+    SIGCONT, and Python's exit joins a live worker without a time limit, so `run` sent SIGTERM
+    (or Ctrl-C) never ended."""
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+            try:
+                os.kill(p.pid, signal.SIGCONT)
+            except OSError:  # (gone meanwhile)
+                pass
+    for p in procs:
+        p.join(timeout=10)
+        if p.is_alive():  # (one that does not end on SIGTERM)
+            p.kill()
+            p.join(timeout=10)
+
+
 def run_workers(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, workers: int,
                 emit: EventFn) -> None:
     """N spawned processes pull packs from one queue. A worker that dies mid-pack is reported
@@ -473,11 +492,7 @@ def run_workers(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, w
                                f"{worker_death(p.exitcode)}) before it reported a pack; the runs it "
                                "took, if any, have no records"))
     finally:
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-        for p in procs:
-            p.join(timeout=10)
+        end_workers(procs)
         # the reports the workers sent that were not read (this process interrupted while they
         # trained on: stopped, then SIGTERM and a late SIGCONT): their runs' records were
         # written, yet the summary said 'trained 0 runs in 0 packs'
