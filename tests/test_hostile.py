@@ -3011,7 +3011,8 @@ def test_another_profiles_run_twice_with_different_results_is_not_used(tmp_path)
         folder / "results-smoke.csv", index=False)
     res = _invoke("plot", spec, "--profile", "quick", "--out", out)
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
-    assert "2 times with different results" in res.output, res.output
+    said = " ".join(res.output.split())
+    assert "has 2 runs several times with different results" in said, res.output
     got = read_results(folder / "results.csv")
     assert sorted(got["label"]) == ["wide"] and 0.99 not in set(got["metric.test.acc"])
     pd.concat([table.assign(label="again"), table]).to_csv(folder / "results-smoke.csv",
@@ -22488,8 +22489,10 @@ def test_committed_rows_are_checked_against_their_runs_from_columns_read_once(tm
     kept = outputs.consistent_rows(table, runs)
     assert len(calls) <= len(table.columns), len(calls)  # not one per run and column
     err = capsys.readouterr().err
-    for rid, why in alone.items():
-        assert (f"row of run {rid} has {why}," in err) == bool(why), (rid, why, err)
+    named = [(rid, why) for rid, why in alone.items() if why]  # one warning, the first three
+    assert err.count("warning") == 1 and "rows of 6 runs hold" in err, err
+    for k, (rid, why) in enumerate(named):
+        assert (f"run {rid} has {why}" in err) == (k < 3), (rid, why, err)
     assert len(kept) == len(table) - 6
 
 
@@ -27789,3 +27792,32 @@ def test_r53k_a_run_is_homed_only_in_a_store_that_keeps_no_more_of_it(tmp_path, 
         (rid,) = _ids(rb)
         want = {rid: out / "tests/ra"} if homed else {}
         assert shared_homes(rb, "smoke", None, out, [rid]) == want, ra_keeps
+
+
+def test_r56m_rows_that_contradict_their_run_ids_are_one_warning_however_many(tmp_path, capsys):
+    """A committed table whose rows of every planned run were edited (a config key changed, or
+    each run given twice with different results): ``consistent_rows`` printed a warning line per
+    run, 4,000 lines for a table of 4,000 runs. One warning of each kind names the first few
+    runs and the count; a single run is named as before."""
+    import pandas as pd
+
+    from ssmrepro.plots.outputs import consistent_rows
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    runs = expand(load_spec(_one_run_spec(tmp_path, seeds=list(range(40)))), "smoke")
+    table = pd.DataFrame([{"run_id": r.run_id, "label": "S6", "seed": r.seed,
+                           "model.d_model": 99, "metric.test.acc": 0.5} for r in runs])
+    assert consistent_rows(table, runs, own=True).empty
+    err = capsys.readouterr().err
+    assert err.count("warning") == 1 and "rows of 40 runs hold what a run of their id" in err
+    assert f"run {runs[0].run_id} has model.d_model=99" in err and "; and 37 more" in err, err
+    twice = pd.concat([table, table.assign(**{"metric.test.acc": 0.9})]).drop(
+        columns="model.d_model")
+    assert consistent_rows(twice, runs).empty
+    err = capsys.readouterr().err
+    assert err.count("warning") == 1 and "has 40 runs several times with different" in err
+    assert f"({runs[0].run_id} 2 times; " in err and "; and 37 more)" in err, err
+    assert len(consistent_rows(twice[twice["seed"] > 0], runs[:1])) == 2 * 39
+    one = consistent_rows(table.iloc[:1], runs, own=True)
+    assert one.empty and capsys.readouterr().err.count("warning") == 1

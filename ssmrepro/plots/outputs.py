@@ -1946,6 +1946,8 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
     points = dict(zip((r.run_id for r in held), per_point(held, _point_identity)))
     disagreeing = _disagreeing(table, ids)
     dropped = []
+    contradicting: list[str] = []  # 'run <id> has <why>' of each run whose rows are dropped
+    differing: list[str] = []  # '<id> <n> times'
     # each run's rows by one grouping (first-appearance order): a mask over the whole table per
     # run made this quadratic, 15 s for a results table of 4,000 runs and hours for a paper
     # grid's curves table (millions of rows)
@@ -1964,13 +1966,12 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
                 its = " or ".join(map(repr, sorted(labels[rid])))
                 wrong = f"label={short_name(repr(odd[0]))} (the run's is {its})"
         if wrong:
-            print(f"warning: a committed table's row of run {rid} has {wrong}, which a run of that "
-                  f"id cannot have written; the row is not used", file=sys.stderr)
+            contradicting.append(f"run {rid} has {wrong}")
             dropped.append(rid)
         elif rid in disagreeing:
-            print(f"warning: a committed table has run {rid} {len(pos)} times "
-                  f"with different results; its rows are not used", file=sys.stderr)
+            differing.append(f"{rid} {len(pos)} times")
             dropped.append(rid)
+    _say_dropped(contradicting, differing)
     keep = ~ids.isin(dropped)
     if own and LABEL in table and STEP not in table:  # a results row given twice (pasted again)
         keep &= ~_repeated_rows(table, ids, keep)
@@ -1982,6 +1983,29 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
     if N_PARAMS in table:
         _params_disagree(table[keep], by_id)
     return table[keep]
+
+
+def _say_dropped(contradicting: list[str], differing: list[str]) -> None:
+    """The warnings of ``consistent_rows``: the runs whose rows contradict their run id
+    (``contradicting``: 'run <id> has <why>') and those held several times with different
+    results (``differing``), one warning of each kind naming the first few and the count (a
+    line per run: 4,000 lines for a table of 4,000 planned runs whose rows were edited)."""
+    if len(contradicting) == 1:
+        print(f"warning: a committed table's row of {contradicting[0]}, which a run of that id "
+              "cannot have written; the row is not used", file=sys.stderr)
+    elif contradicting:
+        more = f"; and {len(contradicting) - 3:,} more" if len(contradicting) > 3 else ""
+        print(f"warning: a committed table's rows of {len(contradicting):,} runs hold what a run "
+              f"of their id cannot have written ({'; '.join(contradicting[:3])}{more}); the rows "
+              "are not used", file=sys.stderr)
+    if len(differing) == 1:
+        print(f"warning: a committed table has run {differing[0]} with different results; its "
+              "rows are not used", file=sys.stderr)
+    elif differing:
+        more = f"; and {len(differing) - 3:,} more" if len(differing) > 3 else ""
+        print(f"warning: a committed table has {len(differing):,} runs several times with "
+              f"different results ({'; '.join(differing[:3])}{more}); their rows are not used",
+              file=sys.stderr)
 
 
 _NO_ID = "(no run id: row "  # how ``_row_ids`` names a row whose run id cell is empty
