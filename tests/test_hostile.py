@@ -27821,3 +27821,41 @@ def test_r56m_rows_that_contradict_their_run_ids_are_one_warning_however_many(tm
     assert len(consistent_rows(twice[twice["seed"] > 0], runs[:1])) == 2 * 39
     one = consistent_rows(table.iloc[:1], runs, own=True)
     assert one.empty and capsys.readouterr().err.count("warning") == 1
+
+
+def test_r56m_show_lists_a_profiles_committed_rows_as_plot_reads_them(tmp_path):
+    """`show` read a fresh clone's committed rows by steps of its own (``committed_rows``)
+    beside `plot`'s (``profile_table``): the row of a run whose only record was trained on other
+    data than there is now (a text corpus replaced: ``Store.stale_data``) was listed as the
+    run's, 'ok (table)', where `plot`, `verify` and `export` use none. It reads the table as
+    `plot` does, nothing written; a table that is none is a warning (`show` still shows the
+    config), not the exit 2 of `plot`."""
+    import pandas as pd
+
+    from ssmrepro.plots.outputs import committed_rows, profile_table
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(_one_run_spec(tmp_path, seeds=[0, 1]))
+    runs = expand(spec, "smoke")
+    root = tmp_path / "out/tests/t-spec"
+    root.mkdir(parents=True)
+    csv = root / "results-smoke.csv"
+    pd.DataFrame([{"run_id": r.run_id, "profile": "smoke", "label": r.label, "seed": r.seed,
+                   "status": "ok", "metric.test.acc": 0.5} for r in runs]).to_csv(csv, index=False)
+
+    class Store:  # no record here; run 0's only record was trained on other data
+        stale_data = {runs[0].run_id}
+
+        def table(self, runs):
+            return pd.DataFrame()
+
+    got = committed_rows(spec, "smoke", root, runs, runs, Store())
+    assert set(got) == {runs[1].run_id}, got
+    assert set(got) == set(profile_table(spec, "smoke", root, runs, Store()).rows["run_id"])
+    before = csv.read_bytes()
+    csv.write_text("<<<<<<< HEAD\n" + before.decode() + "=======\n>>>>>>> x\n")
+    res = _invoke("show", spec.path, "--out", tmp_path / "out", "--profile", "smoke")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "not a table of this project" in said, res.output
+    assert "its rows are not shown" in said and "(table)" not in said, res.output

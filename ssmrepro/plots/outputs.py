@@ -1722,22 +1722,29 @@ def _other_tables(spec: Spec, profile: str, root: Path, tag: str, stem: str = "r
         yield p, t
 
 
-def committed_rows(spec: Spec, profile: str, root: Path, runs: list, tag: str = ""
-                   ) -> dict[str, pd.Series]:
-    """run id -> its row in the committed results tables (this profile's, then the other
-    profiles', as ``load_table`` completes a table), for ``runs`` (planned runs without a
-    record); read only, nothing written. What `show` lists for a fresh clone's runs: records are
-    not in git, so it said every committed run was not trained ('-') where `verify` judged them
-    finished."""
-    name = output_name(spec, profile, "results", "csv", tag)
-    own = _own_table(root / name, read_run_table, records=True)  # a damaged table: a warning
-    if not own.empty:
-        own = consistent_rows(profile_rows(own, profile, name), runs, own=True)
-    rows = _committed_rows(runs, chain([own], (t for _, t in _other_tables(spec, profile, root,
-                                                                           tag))), profile)
-    if rows.empty:
+def committed_rows(spec: Spec, profile: str, root: Path, runs: list, todo: list, store,
+                   tag: str = "") -> dict[str, pd.Series]:
+    """run id -> its row in the profile's run table as `plot` reads it (``profile_table``: the
+    committed tables complete what the store's records do not give), for ``todo`` (planned runs
+    of ``runs`` without a record); read only, nothing written. What `show` lists for a fresh
+    clone's runs: records are not in git, so it said every committed run was not trained ('-')
+    where `verify` judged them finished. It read the tables by steps of its own beside
+    `plot`'s (a row of a run trained before the spec was edited, or on data replaced since,
+    was listed as the run's where `plot` used none)."""
+    want = {r.run_id for r in todo}
+    try:
+        rows = profile_table(spec, profile, root, runs, store, tag).rows if want else \
+            pd.DataFrame()
+    except TableError as err:  # no record and a table that is none: the config is shown
+        print(f"warning: {err} (its rows are not shown)", file=sys.stderr)
         return {}
-    return {str(row[RUN_ID]): row for _, row in rows.iterrows()}
+    if rows.empty or RUN_ID not in rows:
+        return {}
+    got: dict[str, pd.Series] = {}
+    for rid, (_, row) in zip(rows[RUN_ID].astype(str), rows.iterrows()):
+        if rid in want and rid not in got:  # (a run under two labels: its first row)
+            got[rid] = row
+    return got
 
 
 def _committed_rows(runs: list, tables: Iterable[pd.DataFrame], profile: str | None
