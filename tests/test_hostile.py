@@ -27859,3 +27859,37 @@ def test_r56m_show_lists_a_profiles_committed_rows_as_plot_reads_them(tmp_path):
     said = " ".join(res.output.split())
     assert res.exit_code == 0 and "not a table of this project" in said, res.output
     assert "its rows are not shown" in said and "(table)" not in said, res.output
+
+
+def test_r56m_the_front_pages_training_time_times_the_rows_plot_reads(tmp_path):
+    """The front page timed a profile's own results table by steps of its own beside `plot`'s
+    (``profile_table``): a fresh clone's run whose row is in another profile's table (the same
+    run id) is one `plot` reports finished, and its time was left out ('60 s' beside a report
+    of both runs finished); a row of a run whose only record was trained on other data was
+    timed though `plot` uses none. It reads the table as `plot` does, nothing written."""
+    import pandas as pd
+
+    from ssmrepro.plots.frontpage import training_time
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import output_name
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(two_profile_spec(tmp_path))
+    quick, smoke = expand(spec, "quick"), expand(spec, "smoke")
+    root = tmp_path / "out/tests/t-spec"
+    root.mkdir(parents=True)
+
+    def row(r, profile, wall):
+        return {"run_id": r.run_id, "profile": profile, "label": r.label, "seed": r.seed,
+                "status": "ok", "metric.test.acc": 0.5, "pack_size": 1, "wall_s": wall}
+
+    own = root / output_name(spec, "quick", "results", "csv")
+    pd.DataFrame([row(quick[0], "quick", 60)]).to_csv(own, index=False)
+    s4d = next(r for r in smoke if r.label == "S4D")
+    pd.DataFrame([row(s4d, "smoke", 120)]).to_csv(
+        root / output_name(spec, "smoke", "results", "csv"), index=False)
+    assert training_time(own, "quick") == "60 s"  # the table alone, without a spec
+    assert training_time(own, "quick", spec) == "3 min"
+    before = sorted(p.name for p in root.iterdir())
+    assert training_time(own, "paper", spec) == "" and sorted(
+        p.name for p in root.iterdir()) == before
