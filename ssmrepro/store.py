@@ -892,6 +892,27 @@ class Store:
                 self._warn_unreadable(root)
         return False
 
+    def named_profiles(self) -> set[str]:
+        """The profiles the record files of this store's run folders name (its own, then the
+        reused stores'), each file read as ``read`` reads it but not judged: a superset of the
+        profiles of its valid records, for a question asked of every profile of a spec that few
+        records answer (`export` of a profile without a table expanded its grid and read every
+        planned run's record to find none naming it: twice the reads of a 4,000-run store)."""
+        names: set[str] = set()
+        for root in self._run_folders():
+            try:
+                paths = list(root.glob("*.json")) if root.is_dir() else []
+            except OSError:
+                continue
+            for path in paths:
+                try:
+                    rec = json.loads(read_small(path, MAX_RECORD_BYTES))
+                except (ValueError, OSError, RecursionError):
+                    continue
+                if isinstance(rec, dict) and isinstance(rec.get("profile"), str):
+                    names.add(rec["profile"])
+        return names
+
     def _distrust(self, path: Path, why: str, quarantine: bool) -> None:
         if not quarantine:
             self._warn(f"ignoring run record {path}: {why}")

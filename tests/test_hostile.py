@@ -27893,3 +27893,30 @@ def test_r56m_the_front_pages_training_time_times_the_rows_plot_reads(tmp_path):
     before = sorted(p.name for p in root.iterdir())
     assert training_time(own, "paper", spec) == "" and sorted(
         p.name for p in root.iterdir()) == before
+
+
+def test_r56m_export_expands_no_profile_that_no_record_names(tmp_path, monkeypatch):
+    """`export` of a profile without a table (its runs may be recorded: `plot` writes one from
+    them) expanded the profile's grid and read every planned run's record, to find that none
+    names it: for a spec whose store holds 4,000 records of one profile, each other profile
+    took as long as the profile exported (12 s against 9 s for the store). The profiles the
+    record files name are read once per spec (``Store.named_profiles``); a profile none names
+    is not expanded, and the export is the same."""
+    from ssmrepro.plots import export
+
+    out, env = _r53b_project(tmp_path, seeds=[0, 1])
+    before = _invoke("export", "--out", out, "--file", tmp_path / "a.csv", env=env)
+    assert before.exit_code == 0, before.output
+    calls = []
+    planned = export._planned
+    monkeypatch.setattr(export, "_planned", lambda spec, prof: calls.append(prof)
+                        or planned(spec, prof))
+    res = _invoke("export", "--out", out, "--file", tmp_path / "b.csv", env=env)
+    assert res.exit_code == 0 and calls == ["smoke"], (calls, res.output)
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+    for f in (out / "tests/t-spec").glob("results*.csv"):
+        f.unlink()  # smoke's runs recorded, no table: exported from the records, as before
+    calls.clear()
+    res = _invoke("export", "--out", out, "--file", tmp_path / "c.csv", env=env)
+    assert res.exit_code == 0 and calls == ["smoke"], res.output
+    assert "the 2 recorded run(s) of profile 'smoke'" in " ".join(res.output.split())
