@@ -27920,3 +27920,31 @@ def test_r56m_export_expands_no_profile_that_no_record_names(tmp_path, monkeypat
     res = _invoke("export", "--out", out, "--file", tmp_path / "c.csv", env=env)
     assert res.exit_code == 0 and calls == ["smoke"], res.output
     assert "the 2 recorded run(s) of profile 'smoke'" in " ".join(res.output.split())
+
+
+def test_r56m_a_copy_of_a_recorded_runs_row_whose_id_was_cleared_is_named(tmp_path):
+    """A results table holding a run's row and a copy of it whose run id cell was cleared and
+    whose accuracy was edited, the run recorded: `plot` wrote the table again from the record
+    and `export` gave the record's accuracy, the copy dropped without a word. Each says it (one
+    warning); a copy with the record's values is dropped unsaid, as before."""
+    import pandas as pd
+
+    out, env = _r53b_project(tmp_path, seeds=[0, 1])
+    folder = out / "tests/t-spec"
+    (table,) = folder.glob("results*.csv")
+    rows = pd.read_csv(table, dtype={"run_id": str})
+    copy = rows.iloc[:1].assign(run_id=None)
+    pd.concat([rows, copy]).to_csv(table, index=False)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0 and "without a run id" not in res.output, res.output
+    pd.concat([rows, copy.assign(**{"metric.test.acc": 0.999})]).to_csv(table, index=False)
+    for cmd in (["export", "--out", out, "--file", tmp_path / "x.csv"],
+                ["plot", "t-spec", "--out", out, "--profile", "smoke"]):
+        res = _invoke(*cmd, env=env)
+        said = " ".join(res.output.split())
+        assert res.exit_code == 0 and said.count("without a run id") == 1, said
+        assert (f"1 row(s) without a run id hold the cell and seed of a recorded run with other "
+                f"values (S6, seed 0: metric.test.acc 0.999, the record of run "
+                f"{rows['run_id'][0]} ") in said, said
+    got = pd.read_csv(tmp_path / "x.csv")
+    assert 0.999 not in set(got["value"]) and len(pd.read_csv(table)) == 2

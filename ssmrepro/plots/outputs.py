@@ -1450,7 +1450,9 @@ def profile_table(spec: Spec, profile: str, root: Path, runs: list, store, tag: 
     mine = own
     if not own.empty:
         own = mine = profile_rows(own, profile, name)
-        own = _fill_config(consistent_rows(_unrecorded(own, df), runs, own=True), runs)
+        own = _unrecorded(own, df)
+        _warn_unnamed_copies(own, df, runs, name)
+        own = _fill_config(consistent_rows(own, runs, own=True), runs)
         if df.empty:
             n_own = len(own)
             own = _without_stale(own, runs, name)
@@ -1480,6 +1482,45 @@ def _unrecorded(own: pd.DataFrame, recorded: pd.DataFrame) -> pd.DataFrame:
     if own.empty or recorded.empty or RUN_ID not in own or RUN_ID not in recorded:
         return own
     return own[~own[RUN_ID].astype(str).isin(set(recorded[RUN_ID].astype(str)))]
+
+
+def _warn_unnamed_copies(own: pd.DataFrame, recorded: pd.DataFrame, runs: list,
+                         name: str) -> None:
+    """Warn of the rows of ``own`` (a profile's committed rows of runs without a record) whose
+    run id cell was cleared and that hold the cell and seed of a recorded run (``recorded``)
+    with another status or metric: the record is the run's row, and the copy was dropped
+    without a word (a row and its copy, the copy's id cleared and its accuracy edited: `plot`
+    and `export` gave the record's, the edit lost unsaid). One warning naming the first few."""
+    if own.empty or recorded.empty or not {RUN_ID, LABEL, SEED} <= set(own.columns):
+        return
+    blank = _row_ids(own).str.startswith(_NO_ID).to_numpy()
+    if not blank.any():
+        return
+    by_id = {r.run_id: r for r in runs}
+    rec: dict[tuple, list] = {}  # (label, seed) -> the records' rows of that cell and seed
+    for row in recorded.to_dict("records"):
+        if str(row[RUN_ID]) in by_id:
+            rec.setdefault((str(row[LABEL]), norm(row[SEED])), []).append(row)
+    cols = [c for c in own.columns if c in recorded.columns and (c == STATUS or
+                                                                 is_metric_column(c))]
+    said = []
+    for i, row in zip(np.flatnonzero(blank), own[blank].to_dict("records")):
+        for r in rec.get((str(row[LABEL]), norm(row[SEED])), []):
+            if _other_cell(own.iloc[[i]], by_id[str(r[RUN_ID])]):
+                continue
+            odd = next((c for c in cols if norm(row[c]) is not None
+                        and not values_equal(row[c], r[c])), None)
+            if odd:
+                said.append(f"{row[LABEL]}, seed {row[SEED]}: {odd} "
+                            f"{short_name(str(row[odd]))}, the record of run {r[RUN_ID]} "
+                            f"{short_name(str(r[odd]))}")
+            break
+    if said:
+        more = f"; and {len(said) - 3:,} more" if len(said) > 3 else ""
+        print(f"warning: {name}: {len(said):,} row(s) without a run id hold the cell and seed "
+              f"of a recorded run with other values ({'; '.join(said[:3])}{more}; edited by "
+              "hand?): the run's record is used, the source of truth, and the row is not",
+              file=sys.stderr)
 
 
 def profile_rows(table: pd.DataFrame, profile: str, name: str) -> pd.DataFrame:
