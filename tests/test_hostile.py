@@ -27948,3 +27948,36 @@ def test_r56m_a_copy_of_a_recorded_runs_row_whose_id_was_cleared_is_named(tmp_pa
                 f"{rows['run_id'][0]} ") in said, said
     got = pd.read_csv(tmp_path / "x.csv")
     assert 0.999 not in set(got["value"]) and len(pd.read_csv(table)) == 2
+
+
+def test_r56m_show_lists_a_committed_row_under_an_older_run_id_as_plot_counts_it(tmp_path):
+    """A fresh clone's results table committed before a code version change holds its runs
+    under older run ids: `plot` and `verify` count each row as the run of its label and seed
+    that it contradicts in nothing ('2 runs expected, 2 finished'), while `show` looked rows
+    up by run id alone and listed every run as not trained ('-'). It lists them from the
+    table; a row of another seed or that contradicts the run stands for none."""
+    import pandas as pd
+
+    from ssmrepro.plots.outputs import committed_rows
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(_one_run_spec(tmp_path, seeds=[0, 1, 2]))
+    runs = expand(spec, "smoke")
+    root = tmp_path / "out/tests/t-spec"
+    root.mkdir(parents=True)
+    rows = pd.DataFrame([{"run_id": f"old{r.seed:09d}", "profile": "smoke", "label": r.label,
+                          "seed": r.seed, "status": "ok", "metric.test.acc": 0.5,
+                          "model.d_model": 8} for r in runs])
+    rows.loc[2, "model.d_model"] = 99  # seed 2's row: another config, no run of it now
+    rows.to_csv(root / "results-smoke.csv", index=False)
+
+    class Store:  # a fresh clone: no record
+        stale_data: set = set()
+
+        def table(self, runs):
+            return pd.DataFrame()
+
+    got = committed_rows(spec, "smoke", root, runs, runs, Store())
+    assert {rid: row["run_id"] for rid, row in got.items()} == {
+        runs[0].run_id: "old000000000", runs[1].run_id: "old000000001"}, got

@@ -1782,9 +1782,24 @@ def committed_rows(spec: Spec, profile: str, root: Path, runs: list, todo: list,
     if rows.empty or RUN_ID not in rows:
         return {}
     got: dict[str, pd.Series] = {}
+    older: dict[tuple, list[pd.Series]] = {}  # (label, seed) -> rows under ids no run has
+    planned = {r.run_id for r in runs}
     for rid, (_, row) in zip(rows[RUN_ID].astype(str), rows.iterrows()):
         if rid in want and rid not in got:  # (a run under two labels: its first row)
             got[rid] = row
+        elif rid not in planned and {LABEL, SEED} <= set(rows.columns):
+            older.setdefault((str(row[LABEL]), norm(row[SEED])), []).append(row)
+    # a row under an older run id (a code version change since the table was committed)
+    # stands for the run of its label and seed that it contradicts in nothing, as `plot`
+    # reads it (``_not_covered``): `show` listed each such run as not trained
+    for r in todo:
+        if r.run_id in got:
+            continue
+        for row in older.get((str(r.label), norm(r.seed)), []):
+            one = row.to_frame().T
+            if not _contradiction(one, r, skip=r.coords) and not _other_cell(one, r):
+                got[r.run_id] = row
+                break
     return got
 
 
