@@ -772,6 +772,40 @@ class WeightsDoNotFit(ValueError):
     """Saved weights that do not load into their run's model (another model's parameters)."""
 
 
+_RECORD_WARNING = re.compile(r"(ignoring run record (.+?\.json)|run record (\S+\.json) "
+                             r"quarantined to \S+): (.*)", re.DOTALL)
+MAX_NAMED_RECORDS = 3  # records of one reason named one by one; more are one warning
+
+
+def _grouped(warnings: list[str]) -> list[str]:
+    """``warnings`` (a store's, ``Store.to_say``) with the records ignored or quarantined for
+    one reason given as one warning, naming the first few and the count, where more than
+    ``MAX_NAMED_RECORDS`` share it: a store of 4,000 records an older ssmrepro wrote (each
+    'lacks train.avg_loss') printed 4,000 lines at every `plot`, `export`, `list` and `show`."""
+    groups: dict[tuple[bool, str], list[str]] = {}
+    for w in warnings:
+        m = _RECORD_WARNING.fullmatch(w)
+        if m:
+            groups.setdefault((m.group(2) is None, m.group(4)), []).append(m.group(2) or
+                                                                           m.group(3))
+    out = []
+    said = set()
+    for w in warnings:
+        m = _RECORD_WARNING.fullmatch(w)
+        key = (m.group(2) is None, m.group(4)) if m else None
+        named = groups.get(key) if m else None
+        if named is None or len(named) <= MAX_NAMED_RECORDS:
+            out.append(w)
+        elif key not in said:  # said at the first one's place, once
+            said.add(key)
+            some = f"{', '.join(named[:MAX_NAMED_RECORDS])} and " \
+                f"{len(named) - MAX_NAMED_RECORDS:,} more"
+            out.append(f"{len(named):,} run records quarantined to runs/quarantine/ ({some}): "
+                       f"{m.group(4)}" if m.group(2) is None else
+                       f"ignoring {len(named):,} run records ({some}): {m.group(4)}")
+    return out
+
+
 class Store:
     """``reuse``: read-only stores of other specs; a record there with the same run id (same
     config, seed and code version) counts as done here too. ``weights``: the spec keeps each
@@ -892,6 +926,27 @@ class Store:
                 self._warn_unreadable(root)
         return False
 
+    def named_profiles(self) -> set[str]:
+        """The profiles the record files of this store's run folders name (its own, then the
+        reused stores'), each file read as ``read`` reads it but not judged: a superset of the
+        profiles of its valid records, for a question asked of every profile of a spec that few
+        records answer (`export` of a profile without a table expanded its grid and read every
+        planned run's record to find none naming it: twice the reads of a 4,000-run store)."""
+        names: set[str] = set()
+        for root in self._run_folders():
+            try:
+                paths = list(root.glob("*.json")) if root.is_dir() else []
+            except OSError:
+                continue
+            for path in paths:
+                try:
+                    rec = json.loads(read_small(path, MAX_RECORD_BYTES))
+                except (ValueError, OSError, RecursionError):
+                    continue
+                if isinstance(rec, dict) and isinstance(rec.get("profile"), str):
+                    names.add(rec["profile"])
+        return names
+
     def _distrust(self, path: Path, why: str, quarantine: bool) -> None:
         if not quarantine:
             self._warn(f"ignoring run record {path}: {why}")
@@ -958,8 +1013,8 @@ class Store:
         of its own, then its outputs in another, and said them twice; deciding it when the
         warning was met, a store whose warnings no one prints (`export` probing a profile's
         records without a table) took the newer records' warning, and no one said it."""
-        return [w for w in self.warnings[since:]
-                if first_time(_NEWER_KEY if w.startswith(_NEWER_KEY) else w)]
+        return _grouped([w for w in self.warnings[since:]
+                         if first_time(_NEWER_KEY if w.startswith(_NEWER_KEY) else w)])
 
     def is_done(self, run_id: str) -> bool:
         rec = self.read(run_id)

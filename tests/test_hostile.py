@@ -3011,7 +3011,8 @@ def test_another_profiles_run_twice_with_different_results_is_not_used(tmp_path)
         folder / "results-smoke.csv", index=False)
     res = _invoke("plot", spec, "--profile", "quick", "--out", out)
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
-    assert "2 times with different results" in res.output, res.output
+    said = " ".join(res.output.split())
+    assert "has 2 runs several times with different results" in said, res.output
     got = read_results(folder / "results.csv")
     assert sorted(got["label"]) == ["wide"] and 0.99 not in set(got["metric.test.acc"])
     pd.concat([table.assign(label="again"), table]).to_csv(folder / "results-smoke.csv",
@@ -22491,8 +22492,10 @@ def test_committed_rows_are_checked_against_their_runs_from_columns_read_once(tm
     kept = outputs.consistent_rows(table, runs)
     assert len(calls) <= len(table.columns), len(calls)  # not one per run and column
     err = capsys.readouterr().err
-    for rid, why in alone.items():
-        assert (f"row of run {rid} has {why}," in err) == bool(why), (rid, why, err)
+    named = [(rid, why) for rid, why in alone.items() if why]  # one warning, the first three
+    assert err.count("warning") == 1 and "rows of 6 runs hold" in err, err
+    for k, (rid, why) in enumerate(named):
+        assert (f"run {rid} has {why}" in err) == (k < 3), (rid, why, err)
     assert len(kept) == len(table) - 6
 
 
@@ -28469,3 +28472,192 @@ def test_r56q_a_data_generator_closed_with_a_stopped_worker_ends():
         raise AssertionError("the generator, closed, waited for its stopped worker") from err
     assert res.returncode == 0 and "closed in" in res.stdout, res.stdout + res.stderr
     assert int(res.stdout.split()[-1]) < 5, res.stdout
+
+
+def test_r56m_rows_that_contradict_their_run_ids_are_one_warning_however_many(tmp_path, capsys):
+    """A committed table whose rows of every planned run were edited (a config key changed, or
+    each run given twice with different results): ``consistent_rows`` printed a warning line per
+    run, 4,000 lines for a table of 4,000 runs. One warning of each kind names the first few
+    runs and the count; a single run is named as before."""
+    import pandas as pd
+
+    from ssmrepro.plots.outputs import consistent_rows
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    runs = expand(load_spec(_one_run_spec(tmp_path, seeds=list(range(40)))), "smoke")
+    table = pd.DataFrame([{"run_id": r.run_id, "label": "S6", "seed": r.seed,
+                           "model.d_model": 99, "metric.test.acc": 0.5} for r in runs])
+    assert consistent_rows(table, runs, own=True).empty
+    err = capsys.readouterr().err
+    assert err.count("warning") == 1 and "rows of 40 runs hold what a run of their id" in err
+    assert f"run {runs[0].run_id} has model.d_model=99" in err and "; and 37 more" in err, err
+    twice = pd.concat([table, table.assign(**{"metric.test.acc": 0.9})]).drop(
+        columns="model.d_model")
+    assert consistent_rows(twice, runs).empty
+    err = capsys.readouterr().err
+    assert err.count("warning") == 1 and "has 40 runs several times with different" in err
+    assert f"({runs[0].run_id} 2 times; " in err and "; and 37 more)" in err, err
+    assert len(consistent_rows(twice[twice["seed"] > 0], runs[:1])) == 2 * 39
+    one = consistent_rows(table.iloc[:1], runs, own=True)
+    assert one.empty and capsys.readouterr().err.count("warning") == 1
+
+
+def test_r56m_show_lists_a_profiles_committed_rows_as_plot_reads_them(tmp_path):
+    """`show` read a fresh clone's committed rows by steps of its own (``committed_rows``)
+    beside `plot`'s (``profile_table``): the row of a run whose only record was trained on other
+    data than there is now (a text corpus replaced: ``Store.stale_data``) was listed as the
+    run's, 'ok (table)', where `plot`, `verify` and `export` use none. It reads the table as
+    `plot` does, nothing written; a table that is none is a warning (`show` still shows the
+    config), not the exit 2 of `plot`."""
+    import pandas as pd
+
+    from ssmrepro.plots.outputs import committed_rows, profile_table
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(_one_run_spec(tmp_path, seeds=[0, 1]))
+    runs = expand(spec, "smoke")
+    root = tmp_path / "out/tests/t-spec"
+    root.mkdir(parents=True)
+    csv = root / "results-smoke.csv"
+    pd.DataFrame([{"run_id": r.run_id, "profile": "smoke", "label": r.label, "seed": r.seed,
+                   "status": "ok", "metric.test.acc": 0.5} for r in runs]).to_csv(csv, index=False)
+
+    class Store:  # no record here; run 0's only record was trained on other data
+        stale_data = {runs[0].run_id}
+
+        def table(self, runs):
+            return pd.DataFrame()
+
+    got = committed_rows(spec, "smoke", root, runs, runs, Store())
+    assert set(got) == {runs[1].run_id}, got
+    assert set(got) == set(profile_table(spec, "smoke", root, runs, Store()).rows["run_id"])
+    before = csv.read_bytes()
+    csv.write_text("<<<<<<< HEAD\n" + before.decode() + "=======\n>>>>>>> x\n")
+    res = _invoke("show", spec.path, "--out", tmp_path / "out", "--profile", "smoke")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "not a table of this project" in said, res.output
+    assert "its rows are not shown" in said and "(table)" not in said, res.output
+
+
+def test_r56m_the_front_pages_training_time_times_the_rows_plot_reads(tmp_path):
+    """The front page timed a profile's own results table by steps of its own beside `plot`'s
+    (``profile_table``): a fresh clone's run whose row is in another profile's table (the same
+    run id) is one `plot` reports finished, and its time was left out ('60 s' beside a report
+    of both runs finished); a row of a run whose only record was trained on other data was
+    timed though `plot` uses none. It reads the table as `plot` does, nothing written."""
+    import pandas as pd
+
+    from ssmrepro.plots.frontpage import training_time
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import output_name
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(two_profile_spec(tmp_path))
+    quick, smoke = expand(spec, "quick"), expand(spec, "smoke")
+    root = tmp_path / "out/tests/t-spec"
+    root.mkdir(parents=True)
+
+    def row(r, profile, wall):
+        return {"run_id": r.run_id, "profile": profile, "label": r.label, "seed": r.seed,
+                "status": "ok", "metric.test.acc": 0.5, "pack_size": 1, "wall_s": wall}
+
+    own = root / output_name(spec, "quick", "results", "csv")
+    pd.DataFrame([row(quick[0], "quick", 60)]).to_csv(own, index=False)
+    s4d = next(r for r in smoke if r.label == "S4D")
+    pd.DataFrame([row(s4d, "smoke", 120)]).to_csv(
+        root / output_name(spec, "smoke", "results", "csv"), index=False)
+    assert training_time(own, "quick") == "60 s"  # the table alone, without a spec
+    assert training_time(own, "quick", spec) == "3 min"
+    before = sorted(p.name for p in root.iterdir())
+    assert training_time(own, "paper", spec) == "" and sorted(
+        p.name for p in root.iterdir()) == before
+
+
+def test_r56m_export_expands_no_profile_that_no_record_names(tmp_path, monkeypatch):
+    """`export` of a profile without a table (its runs may be recorded: `plot` writes one from
+    them) expanded the profile's grid and read every planned run's record, to find that none
+    names it: for a spec whose store holds 4,000 records of one profile, each other profile
+    took as long as the profile exported (12 s against 9 s for the store). The profiles the
+    record files name are read once per spec (``Store.named_profiles``); a profile none names
+    is not expanded, and the export is the same."""
+    from ssmrepro.plots import export
+
+    out, env = _r53b_project(tmp_path, seeds=[0, 1])
+    before = _invoke("export", "--out", out, "--file", tmp_path / "a.csv", env=env)
+    assert before.exit_code == 0, before.output
+    calls = []
+    planned = export._planned
+    monkeypatch.setattr(export, "_planned", lambda spec, prof: calls.append(prof)
+                        or planned(spec, prof))
+    res = _invoke("export", "--out", out, "--file", tmp_path / "b.csv", env=env)
+    assert res.exit_code == 0 and calls == ["smoke"], (calls, res.output)
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+    for f in (out / "tests/t-spec").glob("results*.csv"):
+        f.unlink()  # smoke's runs recorded, no table: exported from the records, as before
+    calls.clear()
+    res = _invoke("export", "--out", out, "--file", tmp_path / "c.csv", env=env)
+    assert res.exit_code == 0 and calls == ["smoke"], res.output
+    assert "the 2 recorded run(s) of profile 'smoke'" in " ".join(res.output.split())
+
+
+def test_r56m_a_copy_of_a_recorded_runs_row_whose_id_was_cleared_is_named(tmp_path):
+    """A results table holding a run's row and a copy of it whose run id cell was cleared and
+    whose accuracy was edited, the run recorded: `plot` wrote the table again from the record
+    and `export` gave the record's accuracy, the copy dropped without a word. Each says it (one
+    warning); a copy with the record's values is dropped unsaid, as before."""
+    import pandas as pd
+
+    out, env = _r53b_project(tmp_path, seeds=[0, 1])
+    folder = out / "tests/t-spec"
+    (table,) = folder.glob("results*.csv")
+    rows = pd.read_csv(table, dtype={"run_id": str})
+    copy = rows.iloc[:1].assign(run_id=None)
+    pd.concat([rows, copy]).to_csv(table, index=False)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0 and "without a run id" not in res.output, res.output
+    pd.concat([rows, copy.assign(**{"metric.test.acc": 0.999})]).to_csv(table, index=False)
+    for cmd in (["export", "--out", out, "--file", tmp_path / "x.csv"],
+                ["plot", "t-spec", "--out", out, "--profile", "smoke"]):
+        res = _invoke(*cmd, env=env)
+        said = " ".join(res.output.split())
+        assert res.exit_code == 0 and said.count("without a run id") == 1, said
+        assert (f"1 row(s) without a run id hold the cell and seed of a recorded run with other "
+                f"values (S6, seed 0: metric.test.acc 0.999, the record of run "
+                f"{rows['run_id'][0]} ") in said, said
+    got = pd.read_csv(tmp_path / "x.csv")
+    assert 0.999 not in set(got["value"]) and len(pd.read_csv(table)) == 2
+
+
+def test_r56m_show_lists_a_committed_row_under_an_older_run_id_as_plot_counts_it(tmp_path):
+    """A fresh clone's results table committed before a code version change holds its runs
+    under older run ids: `plot` and `verify` count each row as the run of its label and seed
+    that it contradicts in nothing ('2 runs expected, 2 finished'), while `show` looked rows
+    up by run id alone and listed every run as not trained ('-'). It lists them from the
+    table; a row of another seed or that contradicts the run stands for none."""
+    import pandas as pd
+
+    from ssmrepro.plots.outputs import committed_rows
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(_one_run_spec(tmp_path, seeds=[0, 1, 2]))
+    runs = expand(spec, "smoke")
+    root = tmp_path / "out/tests/t-spec"
+    root.mkdir(parents=True)
+    rows = pd.DataFrame([{"run_id": f"old{r.seed:09d}", "profile": "smoke", "label": r.label,
+                          "seed": r.seed, "status": "ok", "metric.test.acc": 0.5,
+                          "model.d_model": 8} for r in runs])
+    rows.loc[2, "model.d_model"] = 99  # seed 2's row: another config, no run of it now
+    rows.to_csv(root / "results-smoke.csv", index=False)
+
+    class Store:  # a fresh clone: no record
+        stale_data: set = set()
+
+        def table(self, runs):
+            return pd.DataFrame()
+
+    got = committed_rows(spec, "smoke", root, runs, runs, Store())
+    assert {rid: row["run_id"] for rid, row in got.items()} == {
+        runs[0].run_id: "old000000000", runs[1].run_id: "old000000001"}, got

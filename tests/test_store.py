@@ -300,3 +300,28 @@ def test_r53k_is_done_reads_a_record_once_to_check_its_weights(tmp_path, monkeyp
     assert reads.count(f"{rec['run_id']}.json") == 1, reads
     os.truncate(s.weights_path(rec["run_id"]), 3)  # of another size: refused unread, as before
     assert not s.is_done(rec["run_id"]) and not s.weights_path(rec["run_id"]).exists()
+
+
+def test_r56m_records_ignored_for_one_reason_are_one_warning(tmp_path):
+    """A store of thousands of records an older ssmrepro wrote (each 'lacks train.avg_loss'),
+    or damaged alike, printed a warning line per record at every `plot`, `export`, `list` and
+    `show` (4,000 lines). Records of one reason are one warning naming three and the count; up
+    to three are named one by one, as before."""
+    from ssmrepro.store import Store
+
+    root = tmp_path / "out" / "p" / "s"
+    (root / "runs").mkdir(parents=True)
+    ids = [f"{i:012x}" for i in range(6)]
+    for rid in ids:
+        (root / "runs" / f"{rid}.json").write_text("{not json")
+    store = Store(root, readonly=True)
+    assert all(store.read(rid) is None for rid in ids)
+    (said,) = store.to_say()
+    assert said.startswith("ignoring 6 run records (") and "and 3 more): unreadable" in said
+    store = Store(root)
+    assert all(store.read(rid) is None for rid in ids[:2])
+    assert [w.startswith("run record ") for w in store.to_say()] == [True, True]
+    assert all(store.read(rid) is None for rid in ids[2:])
+    (said,) = store.to_say(2)
+    assert said.startswith("4 run records quarantined to runs/quarantine/ (") and \
+        "and 1 more): unreadable" in said, said

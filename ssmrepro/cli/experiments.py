@@ -338,14 +338,15 @@ def list_spec() -> None:
 
 
 def _table_rows(spec, profile: str, out: Path | None, overrides: dict | None, runs: list,
-                todo: list) -> dict:
-    """run id -> the committed results row of each run of ``todo`` (runs without a record)."""
-    if not todo:
+                todo: list, store) -> dict:
+    """run id -> the committed results row of each run of ``todo`` (runs without a record), as
+    `plot` reads the table (``committed_rows``)."""
+    if not todo or spec.analytic is not None:
         return {}
     from ..plots.outputs import committed_rows
     from ..sweep import overrides_tag
 
-    return committed_rows(spec, profile, _root(spec, out), todo,
+    return committed_rows(spec, profile, _root(spec, out), runs, todo, store,
                           overrides_tag(overrides, runs))
 
 
@@ -393,7 +394,7 @@ def show(
     store = open_store(spec, out)
     found = {r.run_id: store.record_status(r.run_id) for r in runs}
     table = _table_rows(spec, profile, out, _effective(spec, profile, overrides, say=False), runs,
-                        [r for r in runs if found[r.run_id][1] is None])
+                        [r for r in runs if found[r.run_id][1] is None], store)
     if as_json:
         rows = []
         for r in runs:

@@ -427,10 +427,11 @@ def _spec_rows(spec, root: Path, out: Path | None, tagged: list[str] | None,
                     rows += _recorded_only(spec, prof, out, unread=csv.name)
                 except OSError as err2:
                     _left_out(f"{spec.paper}/{spec.id} (profile {prof}'s records)", err2)
+    named: dict = {}  # the profiles the spec's record files name, read once
     for prof in spec.profiles:  # runs recorded, no table: `plot` writes one from them
         if prof not in files:
             try:
-                rows += _recorded_only(spec, prof, out)
+                rows += _recorded_only(spec, prof, out, named=named)
             except OSError as err:
                 _left_out(f"{spec.paper}/{spec.id} (profile {prof}'s records)", err)
     return rows
@@ -482,15 +483,17 @@ def _profile_rows(spec, prof: str, csv: Path, files: dict[str, Path], root: Path
     return long_rows(spec, prof, table, {r.run_id: r.flat() for r in planned})
 
 
-def _recorded_only(spec, prof: str, out: Path | None,
-                   unread: str | None = None) -> list[dict[str, Any]]:
+def _recorded_only(spec, prof: str, out: Path | None, unread: str | None = None,
+                   named: dict | None = None) -> list[dict[str, Any]]:
     """The export rows of ``prof``, which has no results table, from the records of its planned
     runs (`run` stopped before it wrote the table, the table deleted): `list` counted them done
     and `plot` writes their table from them, while `export` left them out without a word.
     Said in a note. Nothing where the spec's store holds no record (a fresh clone: no paper
     grid is expanded for it). ``unread``: the name of the profile's table, which is there but
     not a table (text in a metric column, an empty file): `plot` passes it over and writes the
-    table from the records; `export` left the profile out (0 rows)."""
+    table from the records; `export` left the profile out (0 rows). ``named``: the profiles the
+    spec's record files name (``Store.named_profiles``), kept between the spec's profiles: one
+    no record file names is not expanded."""
     if spec.analytic is not None:
         return []
     store = open_store(spec, out, readonly=True)
@@ -498,6 +501,11 @@ def _recorded_only(spec, prof: str, out: Path | None,
         for w in store.to_say():
             print(f"warning: {w}", file=sys.stderr)
         return []
+    if named is not None:
+        if "profiles" not in named:
+            named["profiles"] = store.named_profiles()
+        if prof not in named["profiles"]:
+            return []
     planned = _planned(spec, prof)
     # a profile `run --profile <prof>` ran (a record names it) is exported as `plot` writes
     # its table, each planned run with a record: a run it found done, recorded under another

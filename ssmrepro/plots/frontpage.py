@@ -38,7 +38,7 @@ from ..spec import (
     spec_paths,
     yaml_problem,
 )
-from ..store import TableError, output_name, read_results, results_dir
+from ..store import TableError, open_store, output_name, read_results, results_dir
 from ..sweep import expand
 from ..util import (
     atomic_write_text,
@@ -253,15 +253,21 @@ def training_time(csv: Path, profile: str | None = None, spec=None) -> str:
     if profile is not None and "profile" in df:
         df = df[df["profile"].astype(str) == profile]
     if spec is not None and profile is not None and not df.empty and "run_id" in df:
-        # only the rows `plot` and `export` take as the spec's runs: another spec's table
-        # copied or linked in (its profile column dropped) was timed as this spec's, '16 min'
-        # beside a report of 2; their warnings are `plot`'s and `export`'s to say
+        # the rows `plot` and `export` take as the spec's runs, read as they read them
+        # (``profile_table``, nothing written): another spec's table copied or linked in (its
+        # profile column dropped) was timed as this spec's, '16 min' beside a report of 2, and
+        # rows `plot` leaves out by a step the front page did not take (a run trained on data
+        # replaced since) were timed; their warnings are `plot`'s and `export`'s to say
         from .export import _planned
-        from .outputs import _without_stale, consistent_rows
+        from .outputs import profile_table
 
         planned = _planned(spec, profile)
+        store = open_store(spec, csv.parent.parents[1], readonly=True)
         with contextlib.redirect_stderr(io.StringIO()):
-            df = _without_stale(consistent_rows(df, planned, own=True), planned, csv.name)
+            try:
+                df = profile_table(spec, profile, csv.parent, planned, store).rows
+            except (TableError, OSError):
+                return ""
     if df.empty or "wall_s" not in df or "pack_size" not in df:
         return ""
     if "run_id" in df:  # a run under two labels has a row for each: its time counted twice

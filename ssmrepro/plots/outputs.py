@@ -1534,7 +1534,9 @@ def profile_table(spec: Spec, profile: str, root: Path, runs: list, store, tag: 
     mine = own
     if not own.empty:
         own = mine = profile_rows(own, profile, name)
-        own = _fill_config(consistent_rows(_unrecorded(own, df), runs, own=True), runs)
+        own = _unrecorded(own, df)
+        _warn_unnamed_copies(own, df, runs, name)
+        own = _fill_config(consistent_rows(own, runs, own=True), runs)
         if df.empty:
             n_own = len(own)
             own = _without_stale(own, runs, name)
@@ -1564,6 +1566,45 @@ def _unrecorded(own: pd.DataFrame, recorded: pd.DataFrame) -> pd.DataFrame:
     if own.empty or recorded.empty or RUN_ID not in own or RUN_ID not in recorded:
         return own
     return own[~own[RUN_ID].astype(str).isin(set(recorded[RUN_ID].astype(str)))]
+
+
+def _warn_unnamed_copies(own: pd.DataFrame, recorded: pd.DataFrame, runs: list,
+                         name: str) -> None:
+    """Warn of the rows of ``own`` (a profile's committed rows of runs without a record) whose
+    run id cell was cleared and that hold the cell and seed of a recorded run (``recorded``)
+    with another status or metric: the record is the run's row, and the copy was dropped
+    without a word (a row and its copy, the copy's id cleared and its accuracy edited: `plot`
+    and `export` gave the record's, the edit lost unsaid). One warning naming the first few."""
+    if own.empty or recorded.empty or not {RUN_ID, LABEL, SEED} <= set(own.columns):
+        return
+    blank = _row_ids(own).str.startswith(_NO_ID).to_numpy()
+    if not blank.any():
+        return
+    by_id = {r.run_id: r for r in runs}
+    rec: dict[tuple, list] = {}  # (label, seed) -> the records' rows of that cell and seed
+    for row in recorded.to_dict("records"):
+        if str(row[RUN_ID]) in by_id:
+            rec.setdefault((str(row[LABEL]), norm(row[SEED])), []).append(row)
+    cols = [c for c in own.columns if c in recorded.columns and (c == STATUS or
+                                                                 is_metric_column(c))]
+    said = []
+    for i, row in zip(np.flatnonzero(blank), own[blank].to_dict("records")):
+        for r in rec.get((str(row[LABEL]), norm(row[SEED])), []):
+            if _other_cell(own.iloc[[i]], by_id[str(r[RUN_ID])]):
+                continue
+            odd = next((c for c in cols if norm(row[c]) is not None
+                        and not values_equal(row[c], r[c])), None)
+            if odd:
+                said.append(f"{row[LABEL]}, seed {row[SEED]}: {odd} "
+                            f"{short_name(str(row[odd]))}, the record of run {r[RUN_ID]} "
+                            f"{short_name(str(r[odd]))}")
+            break
+    if said:
+        more = f"; and {len(said) - 3:,} more" if len(said) > 3 else ""
+        print(f"warning: {name}: {len(said):,} row(s) without a run id hold the cell and seed "
+              f"of a recorded run with other values ({'; '.join(said[:3])}{more}; edited by "
+              "hand?): the run's record is used, the source of truth, and the row is not",
+              file=sys.stderr)
 
 
 def profile_rows(table: pd.DataFrame, profile: str, name: str) -> pd.DataFrame:
@@ -1806,22 +1847,44 @@ def _other_tables(spec: Spec, profile: str, root: Path, tag: str, stem: str = "r
         yield p, t
 
 
-def committed_rows(spec: Spec, profile: str, root: Path, runs: list, tag: str = ""
-                   ) -> dict[str, pd.Series]:
-    """run id -> its row in the committed results tables (this profile's, then the other
-    profiles', as ``load_table`` completes a table), for ``runs`` (planned runs without a
-    record); read only, nothing written. What `show` lists for a fresh clone's runs: records are
-    not in git, so it said every committed run was not trained ('-') where `verify` judged them
-    finished."""
-    name = output_name(spec, profile, "results", "csv", tag)
-    own = _own_table(root / name, read_run_table, records=True)  # a damaged table: a warning
-    if not own.empty:
-        own = consistent_rows(profile_rows(own, profile, name), runs, own=True)
-    rows = _committed_rows(runs, chain([own], (t for _, t in _other_tables(spec, profile, root,
-                                                                           tag))), profile)
-    if rows.empty:
+def committed_rows(spec: Spec, profile: str, root: Path, runs: list, todo: list, store,
+                   tag: str = "") -> dict[str, pd.Series]:
+    """run id -> its row in the profile's run table as `plot` reads it (``profile_table``: the
+    committed tables complete what the store's records do not give), for ``todo`` (planned runs
+    of ``runs`` without a record); read only, nothing written. What `show` lists for a fresh
+    clone's runs: records are not in git, so it said every committed run was not trained ('-')
+    where `verify` judged them finished. It read the tables by steps of its own beside
+    `plot`'s (a row of a run trained before the spec was edited, or on data replaced since,
+    was listed as the run's where `plot` used none)."""
+    want = {r.run_id for r in todo}
+    try:
+        rows = profile_table(spec, profile, root, runs, store, tag).rows if want else \
+            pd.DataFrame()
+    except TableError as err:  # no record and a table that is none: the config is shown
+        print(f"warning: {err} (its rows are not shown)", file=sys.stderr)
         return {}
-    return {str(row[RUN_ID]): row for _, row in rows.iterrows()}
+    if rows.empty or RUN_ID not in rows:
+        return {}
+    got: dict[str, pd.Series] = {}
+    older: dict[tuple, list[pd.Series]] = {}  # (label, seed) -> rows under ids no run has
+    planned = {r.run_id for r in runs}
+    for rid, (_, row) in zip(rows[RUN_ID].astype(str), rows.iterrows()):
+        if rid in want and rid not in got:  # (a run under two labels: its first row)
+            got[rid] = row
+        elif rid not in planned and {LABEL, SEED} <= set(rows.columns):
+            older.setdefault((str(row[LABEL]), norm(row[SEED])), []).append(row)
+    # a row under an older run id (a code version change since the table was committed)
+    # stands for the run of its label and seed that it contradicts in nothing, as `plot`
+    # reads it (``_not_covered``): `show` listed each such run as not trained
+    for r in todo:
+        if r.run_id in got:
+            continue
+        for row in older.get((str(r.label), norm(r.seed)), []):
+            one = row.to_frame().T
+            if not _contradiction(one, r, skip=r.coords) and not _other_cell(one, r):
+                got[r.run_id] = row
+                break
+    return got
 
 
 def _committed_rows(runs: list, tables: Iterable[pd.DataFrame], profile: str | None
@@ -2030,6 +2093,8 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
     points = dict(zip((r.run_id for r in held), per_point(held, _point_identity)))
     disagreeing = _disagreeing(table, ids)
     dropped = []
+    contradicting: list[str] = []  # 'run <id> has <why>' of each run whose rows are dropped
+    differing: list[str] = []  # '<id> <n> times'
     # each run's rows by one grouping (first-appearance order): a mask over the whole table per
     # run made this quadratic, 15 s for a results table of 4,000 runs and hours for a paper
     # grid's curves table (millions of rows)
@@ -2048,13 +2113,12 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
                 its = " or ".join(map(repr, sorted(labels[rid])))
                 wrong = f"label={short_name(repr(odd[0]))} (the run's is {its})"
         if wrong:
-            print(f"warning: a committed table's row of run {rid} has {wrong}, which a run of that "
-                  f"id cannot have written; the row is not used", file=sys.stderr)
+            contradicting.append(f"run {rid} has {wrong}")
             dropped.append(rid)
         elif rid in disagreeing:
-            print(f"warning: a committed table has run {rid} {len(pos)} times "
-                  f"with different results; its rows are not used", file=sys.stderr)
+            differing.append(f"{rid} {len(pos)} times")
             dropped.append(rid)
+    _say_dropped(contradicting, differing)
     keep = ~ids.isin(dropped)
     if own and LABEL in table and STEP not in table:  # a results row given twice (pasted again)
         keep &= ~_repeated_rows(table, ids, keep)
@@ -2066,6 +2130,29 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
     if N_PARAMS in table:
         _params_disagree(table[keep], by_id)
     return table[keep]
+
+
+def _say_dropped(contradicting: list[str], differing: list[str]) -> None:
+    """The warnings of ``consistent_rows``: the runs whose rows contradict their run id
+    (``contradicting``: 'run <id> has <why>') and those held several times with different
+    results (``differing``), one warning of each kind naming the first few and the count (a
+    line per run: 4,000 lines for a table of 4,000 planned runs whose rows were edited)."""
+    if len(contradicting) == 1:
+        print(f"warning: a committed table's row of {contradicting[0]}, which a run of that id "
+              "cannot have written; the row is not used", file=sys.stderr)
+    elif contradicting:
+        more = f"; and {len(contradicting) - 3:,} more" if len(contradicting) > 3 else ""
+        print(f"warning: a committed table's rows of {len(contradicting):,} runs hold what a run "
+              f"of their id cannot have written ({'; '.join(contradicting[:3])}{more}); the rows "
+              "are not used", file=sys.stderr)
+    if len(differing) == 1:
+        print(f"warning: a committed table has run {differing[0]} with different results; its "
+              "rows are not used", file=sys.stderr)
+    elif differing:
+        more = f"; and {len(differing) - 3:,} more" if len(differing) > 3 else ""
+        print(f"warning: a committed table has {len(differing):,} runs several times with "
+              f"different results ({'; '.join(differing[:3])}{more}); their rows are not used",
+              file=sys.stderr)
 
 
 _NO_ID = "(no run id: row "  # how ``_row_ids`` names a row whose run id cell is empty
