@@ -660,17 +660,27 @@ def stray_name(path: Path) -> str | None:
     return None
 
 
+# the project's own files and folders at its top (its sources, specs, documents, tests and
+# settings), that no command writes into: `export --file README.md` (or pyproject.toml,
+# Makefile) run in the project folder replaced the file with the table, exit 0
+PROJECT_FOLDERS = ("experiments", "ssmrepro", "docs", "tests", "scripts", ".git", ".ci")
+PROJECT_FILES = ("README.md", "Makefile", "pyproject.toml", ".gitignore")
+
+
 def source_tree_problem(root: Path, what: str = "results") -> str | None:
     """Why ``root`` cannot be a results root that commands write into: the project folder itself
-    (`figures --out .` replaced the project's README.md with the front page) or a folder inside
-    its experiments/, package, docs/, tests/, scripts/ or .git/ (result folders among the specs,
-    the code or the documents); None if it can. ``what`` ``"data"``: a folder the data
-    commands write into (a data root, `data generate --out`), ``"export"``: the file `export`
-    writes; either may lie in the project folder itself (the default data root, ./data, and
-    the default export, ./ssmrepro-results.csv, run there): `data generate listops --out
-    ssmrepro/lo` wrote the generated data into the package, `data download lra --dir docs` the
-    archive and its folders among the documents, and `export --file
-    experiments/<paper>/<id>.yaml` replaced a spec with the table (exit 0)."""
+    (`figures --out .` replaced the project's README.md with the front page) or one of its own
+    files and folders (``PROJECT_FOLDERS``, ``PROJECT_FILES``: its experiments/, package, docs/,
+    tests/, scripts/, .git/, README.md, pyproject.toml, ...) or a path inside one (result folders
+    among the specs, the code or the documents); None if it can. ``what`` ``"data"``: a folder the
+    data commands write into (a data root, `data generate --out`), ``"export"``: the file `export`
+    writes; either may lie in the project folder (its data/, the default data root run there, and
+    the default export, ./ssmrepro-results.csv): `data generate listops --out ssmrepro/lo` wrote
+    the generated data into the package, `data download lra --dir docs` the archive and its folders
+    among the documents, `export --file experiments/<paper>/<id>.yaml` replaced a spec with the
+    table (exit 0), `export --file README.md` the project's front page. A data root that is the
+    project folder itself is refused too: `run` with $SSMREPRO_DATA set to it wrote the dataset
+    cache (.cache/) and the data's folders among its files."""
     found = find_project()
     if found is None:  # no project: no source tree to write into
         return None
@@ -683,15 +693,24 @@ def source_tree_problem(root: Path, what: str = "results") -> str | None:
         return (f"it is the project folder {project} (the front page, README.md, and result "
                 "folders would be written among its files); the results root is "
                 f"{project / 'results'}, or a folder of your own")
+    if where == project and what == "data":
+        return (f"it is the project folder {project} (the data's folders and its cache, .cache/, "
+                "would be written among its files); give a data folder of its own, e.g. "
+                f"{project / 'data'}")
     # docs/, tests/ and scripts/ too: `figures --out docs` wrote result folders and a front
     # page among the project's documents (tests/: among its test files)
-    for sub in ("experiments", "ssmrepro", "docs", "tests", "scripts", ".git"):
-        if where.is_relative_to(project / sub):
-            kind, e_g = {"data": ("a data folder", "data"),
-                         "export": ("a file", Path(root).name)}.get(
-                what, ("a results folder", "results"))
-            return (f"it is inside the project's {sub}/ folder ({project / sub}); give {kind} "
-                    f"outside it, e.g. {project / e_g}")
+    for name in PROJECT_FILES:  # (a path below one: the folder check names the file)
+        if where == project / name:
+            return (f"it is the project's own {name} ({project / name}), a file of its sources; "
+                    "give another " + ("file" if what == "export" else "folder"))
+    for sub in PROJECT_FOLDERS:
+        if not where.is_relative_to(project / sub):
+            continue
+        kind, e_g = {"data": ("a data folder", "data"),
+                     "export": ("a file", Path(root).name)}.get(
+            what, ("a results folder", "results"))
+        return (f"it is inside the project's {sub}/ folder ({project / sub}); give {kind} "
+                f"outside it, e.g. {project / e_g}")
     return None
 
 
@@ -751,14 +770,24 @@ class DataUnavailable(RuntimeError):
 
 def data_root(root: str | os.PathLike[str] | None = None) -> Path:
     """The data root: ``root`` if given, else ``$SSMREPRO_DATA``, else ``./data``. It need not
-    exist (loaders raise DataUnavailable naming the command that provides the data)."""
+    exist (loaders raise DataUnavailable naming the command that provides the data). One that is
+    the project folder or lies among its sources (``source_tree_problem``) is DataUnavailable:
+    `run` with $SSMREPRO_DATA set to the project's docs/ (its .git/, the project folder) wrote
+    the dataset's cache there."""
     if root is not None and str(root) != "":
-        return expand_user(root)
-    env = env_path(DATA_ENV)
-    odd = stray_name(env) if env is not None else None
-    if odd is not None:  # `data generate` wrote a new data root 'data ', runs found no data
-        raise DataUnavailable(f"${DATA_ENV}={os.environ[DATA_ENV]!r}: {odd}")
-    return env or Path("data")
+        path = expand_user(root)
+        named = f"the data root {path}"
+    else:
+        env = env_path(DATA_ENV)
+        odd = stray_name(env) if env is not None else None
+        if odd is not None:  # `data generate` wrote a new data root 'data ', runs found no data
+            raise DataUnavailable(f"${DATA_ENV}={os.environ[DATA_ENV]!r}: {odd}")
+        path = env or Path("data")
+        named = f"${DATA_ENV}={os.environ[DATA_ENV]!r}" if env else "the data root ./data"
+    why = source_tree_problem(path, "data")
+    if why:
+        raise DataUnavailable(f"{named}: {why}")
+    return path
 
 
 def cpu_model() -> str:

@@ -27143,8 +27143,8 @@ def test_r53d_data_commands_write_no_data_among_the_project_sources(tmp_path):
     """`data generate listops --out ssmrepro/lo` wrote the generated data into the package (or
     experiments/, docs/, tests/), and `data download lra --dir docs` (or a $SSMREPRO_DATA there)
     its archive and folders among the documents: refused, exit 2, nothing written, as a results
-    root there is. A data root that is the project folder itself (its data/ beside it) is
-    kept."""
+    root there is. The project's data/ folder is kept (the project folder itself is refused,
+    test_r56l_a_data_root_among_the_project_files_is_refused_by_every_command)."""
     proj = tmp_path / "proj"
     for sub in ("experiments", "ssmrepro", "docs", "tests"):
         (proj / sub).mkdir(parents=True)
@@ -27160,8 +27160,8 @@ def test_r53d_data_commands_write_no_data_among_the_project_sources(tmp_path):
         _assert_refused(res, "it is inside the project's", "give a data folder outside it")
     assert sorted(str(p.relative_to(proj)) for p in proj.rglob("*")) == [
         "docs", "experiments", "ssmrepro", "tests"]
-    res = _invoke("data", "generate", "listops", "--n", "30", "--dir", proj, env=env)
-    assert res.exit_code == 0 and (proj / "generated" / "listops").is_dir(), res.output
+    res = _invoke("data", "generate", "listops", "--n", "30", "--dir", proj / "data", env=env)
+    assert res.exit_code == 0 and (proj / "data" / "generated" / "listops").is_dir(), res.output
 
 
 def test_r53d_export_writes_no_file_among_the_project_sources(tmp_path):
@@ -27789,3 +27789,55 @@ def test_r53k_a_run_is_homed_only_in_a_store_that_keeps_no_more_of_it(tmp_path, 
         (rid,) = _ids(rb)
         want = {rid: out / "tests/ra"} if homed else {}
         assert shared_homes(rb, "smoke", None, out, [rid]) == want, ra_keeps
+
+
+def test_r56l_export_and_bench_write_over_no_file_of_the_project(tmp_path, capsys):
+    """`export --file README.md` run in the project folder (or pyproject.toml, Makefile,
+    .gitignore, a file in .ci/) replaced the project's file with the table, exit 0: only its
+    experiments/, package, docs/, tests/, scripts/ and .git/ were refused. Refused, exit 2, the
+    file kept; a new file in the project folder (the default export's place) is written."""
+    root = _project(tmp_path, small=True)
+    env = {"SSMREPRO_ROOT": str(root)}
+    (root / ".ci").mkdir()
+    (tmp_path / "res").mkdir()
+    for name in ("README.md", "pyproject.toml", "Makefile", ".gitignore", ".ci/run"):
+        (root / name).write_text("mine\n")
+        res = _invoke("export", "--out", tmp_path / "res", "--file", root / name, env=env)
+        _assert_refused(res, "give another file" if "/" not in name else "inside the project's")
+        assert (root / name).read_text() == "mine\n"
+    res = _invoke("export", "--out", tmp_path / "res", "--file", root / "table.csv", env=env)
+    assert res.exit_code == 0 and (root / "table.csv").is_file(), res.output
+    from ssmrepro.bench.step import main
+
+    with pytest.raises(SystemExit) as err:  # the same rule for a benchmark's record
+        main(["--json", str(ROOT / "pyproject.toml")])
+    assert err.value.code == 2
+    assert "it is the project's own pyproject.toml" in capsys.readouterr().err
+
+
+def test_r56l_a_data_root_among_the_project_files_is_refused_by_every_command(tmp_path):
+    """`run` of a spec reading LRA data with $SSMREPRO_DATA set to the project's docs/ (its .git/,
+    the project folder itself) read its data there and wrote the dataset's cache among the
+    project's files; the data commands refused docs/ but not the project folder. `util.data_root`
+    refuses it for every caller, exit 2, nothing written; a spec of synthetic tasks, which reads
+    no data, still runs."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments" / "yu2025").mkdir()
+    shutil.copy(ROOT / "experiments/yu2025/yu2025-tab1.yaml", root / "experiments/yu2025")
+    for sub in ("docs", ".git"):
+        (root / sub).mkdir()
+    for data in (root, root / "docs", root / ".git" / "d"):
+        env = {"SSMREPRO_ROOT": str(root), "SSMREPRO_DATA": str(data)}
+        res = _invoke("run", "yu2025-tab1", "--profile", "smoke", "--max-runs", "1", "--out",
+                      tmp_path / "res", env=env)
+        _assert_refused(res, "$SSMREPRO_DATA=", "give a data folder")
+        res = _invoke("data", "generate", "listops", "--n", "30", env=env)
+        _assert_refused(res, "$SSMREPRO_DATA=", "give a data folder")
+    assert sorted(p.name for p in root.iterdir()) == [".git", "docs", "experiments", "ssmrepro"]
+    assert not list((root / "docs").iterdir()) and not list((root / ".git").iterdir())
+    from ssmrepro.util import data_root
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SSMREPRO_ROOT", str(root))
+        mp.setenv("SSMREPRO_DATA", str(root / "docs"))
+        assert data_root(root / "data") == root / "data"
