@@ -680,7 +680,9 @@ def source_tree_problem(root: Path, what: str = "results") -> str | None:
     among the documents, `export --file experiments/<paper>/<id>.yaml` replaced a spec with the
     table (exit 0), `export --file README.md` the project's front page. A data root that is the
     project folder itself is refused too: `run` with $SSMREPRO_DATA set to it wrote the dataset
-    cache (.cache/) and the data's folders among its files."""
+    cache (.cache/) and the data's folders among its files. ``"cache"``: the planner's cost cache
+    folder ($SSMREPRO_CACHE, ``engine.costs.cache_file``), refused as a data root is: set to the
+    project's docs/ (or a new folder in it), `run` made the folder there and wrote costs.json."""
     found = find_project()
     if found is None:  # no project: no source tree to write into
         return None
@@ -697,6 +699,9 @@ def source_tree_problem(root: Path, what: str = "results") -> str | None:
         return (f"it is the project folder {project} (the data's folders and its cache, .cache/, "
                 "would be written among its files); give a data folder of its own, e.g. "
                 f"{project / 'data'}")
+    if where == project and what == "cache":
+        return (f"it is the project folder {project} (the planner's costs.json would be written "
+                "among its files); give a folder of its own, e.g. ~/.cache/ssmrepro")
     # docs/, tests/ and scripts/ too: `figures --out docs` wrote result folders and a front
     # page among the project's documents (tests/: among its test files)
     for name in PROJECT_FILES:  # (a path below one: the folder check names the file)
@@ -706,11 +711,12 @@ def source_tree_problem(root: Path, what: str = "results") -> str | None:
     for sub in PROJECT_FOLDERS:
         if not where.is_relative_to(project / sub):
             continue
-        kind, e_g = {"data": ("a data folder", "data"),
-                     "export": ("a file", Path(root).name)}.get(
-            what, ("a results folder", "results"))
+        kind, e_g = {"data": ("a data folder", project / "data"),
+                     "export": ("a file", project / Path(root).name),
+                     "cache": ("a folder", "~/.cache/ssmrepro")}.get(
+            what, ("a results folder", project / "results"))
         return (f"it is inside the project's {sub}/ folder ({project / sub}); give {kind} "
-                f"outside it, e.g. {project / e_g}")
+                f"outside it, e.g. {e_g}")
     return None
 
 

@@ -27841,3 +27841,27 @@ def test_r56l_a_data_root_among_the_project_files_is_refused_by_every_command(tm
         mp.setenv("SSMREPRO_ROOT", str(root))
         mp.setenv("SSMREPRO_DATA", str(root / "docs"))
         assert data_root(root / "data") == root / "data"
+
+
+def test_r56l_a_cost_cache_among_the_project_files_is_refused(tmp_path, monkeypatch):
+    """`SSMREPRO_CACHE=<project>/docs/c run ...` (or the project folder, its .git/) made the folder
+    among the project's documents and wrote the planner's costs.json there: refused, exit 2, as
+    a data root or a results root there is; nothing made."""
+    from ssmrepro.engine.costs import cache_file
+    from ssmrepro.spec import SpecError
+
+    root = _project(tmp_path, small=True)
+    for sub in ("docs", ".git"):
+        (root / sub).mkdir()
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    for folder in (root / "docs" / "c", root, root / ".git" / "c"):
+        monkeypatch.setenv("SSMREPRO_CACHE", str(folder))
+        with pytest.raises(SpecError, match="give a folder"):
+            cache_file()
+        res = _invoke("run", "keep-nth", "--profile", "smoke", "--max-runs", "1", "--out",
+                      tmp_path / "res")
+        _assert_refused(res, "SSMREPRO_CACHE=", "give a folder")
+    assert sorted(p.name for p in root.iterdir()) == [".git", "docs", "experiments", "ssmrepro"]
+    assert not list((root / "docs").iterdir()) and not list((root / ".git").iterdir())
+    monkeypatch.setenv("SSMREPRO_CACHE", str(tmp_path / "c"))
+    assert cache_file() == tmp_path / "c" / "costs.json"
