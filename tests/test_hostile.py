@@ -27865,3 +27865,22 @@ def test_r56l_a_cost_cache_among_the_project_files_is_refused(tmp_path, monkeypa
     assert not list((root / "docs").iterdir()) and not list((root / ".git").iterdir())
     monkeypatch.setenv("SSMREPRO_CACHE", str(tmp_path / "c"))
     assert cache_file() == tmp_path / "c" / "costs.json"
+
+
+def test_r56l_export_of_another_root_writes_nothing_into_the_projects_results(tmp_path):
+    """`export --out /tmp/res --file results/README.md` (a table of another results root) replaced
+    the project's committed front page, exit 0: only a file inside the exported root was
+    refused. Refused, exit 2, the front page kept; a file elsewhere is written."""
+    root = _project(tmp_path, small=True)
+    env = {"SSMREPRO_ROOT": str(root)}
+    (root / "results").mkdir()
+    (root / "results" / "README.md").write_text("front\n")
+    other = tmp_path / "res"
+    other.mkdir()
+    for dest in (root / "results" / "README.md", root / "results" / "new.csv"):
+        res = _invoke("export", "--out", other, "--file", dest, env=env)
+        _assert_refused(res, "inside the project's results folder")
+    assert sorted(p.name for p in (root / "results").iterdir()) == ["README.md"]
+    assert (root / "results" / "README.md").read_text() == "front\n"
+    res = _invoke("export", "--out", other, "--file", tmp_path / "t.csv", env=env)
+    assert res.exit_code == 0 and (tmp_path / "t.csv").is_file(), res.output
