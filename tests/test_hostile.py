@@ -27884,3 +27884,23 @@ def test_r56l_export_of_another_root_writes_nothing_into_the_projects_results(tm
     assert (root / "results" / "README.md").read_text() == "front\n"
     res = _invoke("export", "--out", other, "--file", tmp_path / "t.csv", env=env)
     assert res.exit_code == 0 and (tmp_path / "t.csv").is_file(), res.output
+
+
+def test_r56l_an_event_log_hard_linked_outside_out_gets_a_file_of_its_own(tmp_path):
+    """A results folder's events.jsonl that is a hard link to a file outside --out (`cp -al` of a
+    results folder, `ln` of a project file): `run` appended its claim and done lines to that
+    file too (a symbolic link there is refused). The log gets a file of its own when the store
+    is prepared; the other name keeps what it held."""
+    from ssmrepro.store import Store
+
+    outside = tmp_path / "mine.txt"
+    outside.write_text("keep\n")
+    store = Store(tmp_path / "res" / "paper" / "spec")
+    store.root.mkdir(parents=True)
+    os.link(outside, store.root / "events.jsonl")
+    store.prepare()
+    store.log("claim", "abc")
+    assert outside.read_text() == "keep\n"
+    lines = (store.root / "events.jsonl").read_text().splitlines()
+    assert lines[0] == "keep" and '"claim"' in lines[1]
+    assert (store.root / "events.jsonl").stat().st_nlink == 1
