@@ -27904,3 +27904,22 @@ def test_r56l_an_event_log_hard_linked_outside_out_gets_a_file_of_its_own(tmp_pa
     lines = (store.root / "events.jsonl").read_text().splitlines()
     assert lines[0] == "keep" and '"claim"' in lines[1]
     assert (store.root / "events.jsonl").stat().st_nlink == 1
+
+
+def test_r56l_export_and_bench_replace_no_existing_file_of_another_kind(tmp_path):
+    """`export --file my-spec.yaml` (a spec run by its path, outside the project; a script, a
+    document) replaced it with the table, exit 0, and `bench step --json my-spec.yaml` would
+    after the measuring: an existing file whose suffix is not the output's is refused, exit 2,
+    kept; a new file of any name is written."""
+    spec = write_spec(tmp_path)
+    before = spec.read_bytes()
+    res_root = tmp_path / "res"
+    res_root.mkdir()
+    res = _invoke("export", "--out", res_root, "--file", spec)
+    _assert_refused(res, "an existing file that is not a .csv file")
+    assert spec.read_bytes() == before
+    res = _invoke("export", "--out", res_root, "--file", tmp_path / "t.txt")
+    assert res.exit_code == 0 and (tmp_path / "t.txt").is_file(), res.output
+    res = _invoke("bench", "step", "--json", spec)
+    _assert_refused(res, "an existing file that is not a .json file")
+    assert spec.read_bytes() == before
