@@ -690,15 +690,28 @@ def source_tree_problem(root: Path, what: str = "results") -> str | None:
     project folder itself is refused too: `run` with $SSMREPRO_DATA set to it wrote the dataset
     cache (.cache/) and the data's folders among its files. ``"cache"``: the planner's cost cache
     folder ($SSMREPRO_CACHE, ``engine.costs.cache_file``), refused as a data root is: set to the
-    project's docs/ (or a new folder in it), `run` made the folder there and wrote costs.json."""
-    found = find_project()
-    if found is None:  # no project: no source tree to write into
-        return None
-    project = found.resolve()
+    project's docs/ (or a new folder in it), `run` made the folder there and wrote costs.json.
+    The checkout this package runs from is such a project too where $SSMREPRO_ROOT names another
+    (`export --file <checkout>/ssmrepro/x.csv` wrote into the package), and so is the package's
+    own folder wherever it is installed."""
     try:
         where = Path(root).resolve()
     except (OSError, RuntimeError):  # a symbolic link loop (`bench --out loop` raised Python's
         return None  # 'Symlink loop' traceback): no source folder; the folder check names it
+    package = Path(__file__).resolve().parent
+    found = find_project()
+    for project in dict.fromkeys(p.resolve() for p in (found, package.parent)
+                                 if p is not None and (p is found or _is_project(p))):
+        why = _project_problem(project, where, root, what)
+        if why:
+            return why
+    if where.is_relative_to(package):  # (installed outside a checkout: site-packages/ssmrepro)
+        return f"it is inside the ssmrepro package's folder ({package}); give one outside it"
+    return None
+
+
+def _project_problem(project: Path, where: Path, root: Path, what: str) -> str | None:
+    """``source_tree_problem`` for one project folder (``where``: ``root`` resolved)."""
     if where == project and what == "results":
         return (f"it is the project folder {project} (the front page, README.md, and result "
                 "folders would be written among its files); the results root is "

@@ -27923,3 +27923,21 @@ def test_r56l_export_and_bench_replace_no_existing_file_of_another_kind(tmp_path
     res = _invoke("bench", "step", "--json", spec)
     _assert_refused(res, "an existing file that is not a .json file")
     assert spec.read_bytes() == before
+
+
+def test_r56l_the_checkout_running_is_protected_when_the_root_names_another(tmp_path):
+    """With $SSMREPRO_ROOT naming another project, `export --file <checkout>/ssmrepro/x.csv` (or
+    its README.md) wrote into the package this command runs from, exit 0: only the project the
+    variable names was guarded. Refused, exit 2, nothing written."""
+    root = _project(tmp_path, small=True)
+    (root / "results").mkdir()
+    env = {"SSMREPRO_ROOT": str(root)}
+    for dest in (ROOT / "ssmrepro" / "r56l-x.csv", ROOT / "docs" / "r56l-x.csv"):
+        try:
+            res = _invoke("export", "--file", dest, env=env)
+            _assert_refused(res, "inside the project's")
+            assert not dest.exists()
+        finally:
+            dest.unlink(missing_ok=True)
+    res = _invoke("export", "--file", ROOT / "README.md", env=env)
+    _assert_refused(res, "it is the project's own README.md")
