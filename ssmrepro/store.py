@@ -30,6 +30,7 @@ import json
 import math
 import os
 import re
+import shutil
 import socket
 import stat
 import time
@@ -51,6 +52,7 @@ from .tasks.text_corpus import corpus_changed
 from .util import (
     NotSmallFile,
     atomic_write_bytes,
+    atomic_write_stream,
     atomic_write_text,
     encode_cell,
     file_digest,
@@ -1582,6 +1584,11 @@ class Store:
         events = self.root / "events.jsonl"
         if events.exists() and not events.is_file():
             raise _not_a_file(events, "the event log")
+        if events.is_file() and events.stat().st_nlink > 1:  # a hard link (`cp -al` of a results
+            # folder, `ln` of a file outside --out): the log's lines were appended to the other
+            # name's file too; the log gets a file of its own (the other keeps what it held)
+            with open(events, "rb") as src:
+                atomic_write_stream(events, lambda f: shutil.copyfileobj(src, f))
         for path in self.claims.glob("*.claim"):
             if not path.is_file():  # nothing could ever replace or remove it: runs would wait
                 raise _not_a_file(path, "a claim")

@@ -342,15 +342,23 @@ def _check_replaceable(path: Path) -> None:
 check_replaceable = _check_replaceable  # before long work that ends in writing ``path``
 
 
-def refuse_linked_output(path: Path) -> None:
+def refuse_linked_output(path: Path, suffix: str | None = None) -> None:
     """An output file the user names (``export --file``, a benchmark's ``--json``) must not be a
     symbolic link: the atomic write replaces the link itself, not what it leads to, so
     ``export --file /dev/stdout`` replaced the system's /dev/stdout link (-> /proc/self/fd/1)
-    with a regular file of the table. OSError (EINVAL) naming the link and its target."""
+    with a regular file of the table. OSError (EINVAL) naming the link and its target.
+    ``suffix`` (``.csv``, ``.json``: what is written): an existing file with another suffix is
+    no earlier output of the command, OSError (EINVAL): `export --file my-spec.yaml` (a spec run
+    by its path, a script, a document, outside the project) replaced it with the table, exit 0.
+    A new file may have any name."""
     if os.path.islink(path):
         raise OSError(errno.EINVAL, f"a symbolic link (to {os.readlink(path)}); writing would "
                       "replace the link itself, not what it leads to: name a regular file",
                       str(path))
+    if suffix is not None and Path(path).suffix.lower() != suffix and os.path.isfile(path):
+        raise OSError(errno.EINVAL, f"an existing file that is not a {suffix} file (a spec, a "
+                      "script, a document?); writing would replace it: name a new file, or a "
+                      f"{suffix} one", str(path))
 
 
 def remove_dead_temps(folder: Path, name: str | None = None) -> int:
@@ -371,13 +379,13 @@ def remove_dead_temps(folder: Path, name: str | None = None) -> int:
     return n
 
 
-def prepare_target(path: Path) -> None:
+def prepare_target(path: Path, suffix: str | None = None) -> None:
     """Before long work whose result goes to ``path`` (a benchmark's ``--json``): create its
     folder and refuse what the atomic write at the end would refuse (a folder or a device in
     its place, a file where a folder of the path belongs, a folder that cannot be written), so
     the message comes before the work, not after minutes of it; and a symbolic link
-    (``refuse_linked_output``)."""
-    refuse_linked_output(path)
+    (``refuse_linked_output``; ``suffix``: an existing file of another kind too)."""
+    refuse_linked_output(path, suffix)
     path.parent.mkdir(parents=True, exist_ok=True)
     _check_replaceable(path)
     remove_dead_temps(path.parent, path.name)  # a killed earlier run's half-written record
@@ -708,38 +716,76 @@ def stray_name(path: Path) -> str | None:
     return None
 
 
+# the project's own files and folders at its top (its sources, specs, documents, tests and
+# settings), that no command writes into: `export --file README.md` (or pyproject.toml,
+# Makefile) run in the project folder replaced the file with the table, exit 0
+PROJECT_FOLDERS = ("experiments", "ssmrepro", "docs", "tests", "scripts", ".git", ".ci")
+PROJECT_FILES = ("README.md", "Makefile", "pyproject.toml", ".gitignore")
+
+
 def source_tree_problem(root: Path, what: str = "results") -> str | None:
     """Why ``root`` cannot be a results root that commands write into: the project folder itself
-    (`figures --out .` replaced the project's README.md with the front page) or a folder inside
-    its experiments/, package, docs/, tests/, scripts/ or .git/ (result folders among the specs,
-    the code or the documents); None if it can. ``what`` ``"data"``: a folder the data
-    commands write into (a data root, `data generate --out`), ``"export"``: the file `export`
-    writes; either may lie in the project folder itself (the default data root, ./data, and
-    the default export, ./ssmrepro-results.csv, run there): `data generate listops --out
-    ssmrepro/lo` wrote the generated data into the package, `data download lra --dir docs` the
-    archive and its folders among the documents, and `export --file
-    experiments/<paper>/<id>.yaml` replaced a spec with the table (exit 0)."""
-    found = find_project()
-    if found is None:  # no project: no source tree to write into
-        return None
-    project = found.resolve()
+    (`figures --out .` replaced the project's README.md with the front page) or one of its own
+    files and folders (``PROJECT_FOLDERS``, ``PROJECT_FILES``: its experiments/, package, docs/,
+    tests/, scripts/, .git/, README.md, pyproject.toml, ...) or a path inside one (result folders
+    among the specs, the code or the documents); None if it can. ``what`` ``"data"``: a folder the
+    data commands write into (a data root, `data generate --out`), ``"export"``: the file `export`
+    writes; either may lie in the project folder (its data/, the default data root run there, and
+    the default export, ./ssmrepro-results.csv): `data generate listops --out ssmrepro/lo` wrote
+    the generated data into the package, `data download lra --dir docs` the archive and its folders
+    among the documents, `export --file experiments/<paper>/<id>.yaml` replaced a spec with the
+    table (exit 0), `export --file README.md` the project's front page. A data root that is the
+    project folder itself is refused too: `run` with $SSMREPRO_DATA set to it wrote the dataset
+    cache (.cache/) and the data's folders among its files. ``"cache"``: the planner's cost cache
+    folder ($SSMREPRO_CACHE, ``engine.costs.cache_file``), refused as a data root is: set to the
+    project's docs/ (or a new folder in it), `run` made the folder there and wrote costs.json.
+    The checkout this package runs from is such a project too where $SSMREPRO_ROOT names another
+    (`export --file <checkout>/ssmrepro/x.csv` wrote into the package), and so is the package's
+    own folder wherever it is installed."""
     try:
         where = Path(root).resolve()
     except (OSError, RuntimeError):  # a symbolic link loop (`bench --out loop` raised Python's
         return None  # 'Symlink loop' traceback): no source folder; the folder check names it
+    package = Path(__file__).resolve().parent
+    found = find_project()
+    for project in dict.fromkeys(p.resolve() for p in (found, package.parent)
+                                 if p is not None and (p is found or _is_project(p))):
+        why = _project_problem(project, where, root, what)
+        if why:
+            return why
+    if where.is_relative_to(package):  # (installed outside a checkout: site-packages/ssmrepro)
+        return f"it is inside the ssmrepro package's folder ({package}); give one outside it"
+    return None
+
+
+def _project_problem(project: Path, where: Path, root: Path, what: str) -> str | None:
+    """``source_tree_problem`` for one project folder (``where``: ``root`` resolved)."""
     if where == project and what == "results":
         return (f"it is the project folder {project} (the front page, README.md, and result "
                 "folders would be written among its files); the results root is "
                 f"{project / 'results'}, or a folder of your own")
+    if where == project and what == "data":
+        return (f"it is the project folder {project} (the data's folders and its cache, .cache/, "
+                "would be written among its files); give a data folder of its own, e.g. "
+                f"{project / 'data'}")
+    if where == project and what == "cache":
+        return (f"it is the project folder {project} (the planner's costs.json would be written "
+                "among its files); give a folder of its own, e.g. ~/.cache/ssmrepro")
     # docs/, tests/ and scripts/ too: `figures --out docs` wrote result folders and a front
     # page among the project's documents (tests/: among its test files)
-    for sub in ("experiments", "ssmrepro", "docs", "tests", "scripts", ".git"):
-        if where.is_relative_to(project / sub):
-            kind, e_g = {"data": ("a data folder", "data"),
-                         "export": ("a file", Path(root).name)}.get(
-                what, ("a results folder", "results"))
-            return (f"it is inside the project's {sub}/ folder ({project / sub}); give {kind} "
-                    f"outside it, e.g. {project / e_g}")
+    for name in PROJECT_FILES:  # (a path below one: the folder check names the file)
+        if where == project / name:
+            return (f"it is the project's own {name} ({project / name}), a file of its sources; "
+                    "give another " + ("file" if what == "export" else "folder"))
+    for sub in PROJECT_FOLDERS:
+        if not where.is_relative_to(project / sub):
+            continue
+        kind, e_g = {"data": ("a data folder", project / "data"),
+                     "export": ("a file", project / Path(root).name),
+                     "cache": ("a folder", "~/.cache/ssmrepro")}.get(
+            what, ("a results folder", project / "results"))
+        return (f"it is inside the project's {sub}/ folder ({project / sub}); give {kind} "
+                f"outside it, e.g. {e_g}")
     return None
 
 
@@ -799,14 +845,24 @@ class DataUnavailable(RuntimeError):
 
 def data_root(root: str | os.PathLike[str] | None = None) -> Path:
     """The data root: ``root`` if given, else ``$SSMREPRO_DATA``, else ``./data``. It need not
-    exist (loaders raise DataUnavailable naming the command that provides the data)."""
+    exist (loaders raise DataUnavailable naming the command that provides the data). One that is
+    the project folder or lies among its sources (``source_tree_problem``) is DataUnavailable:
+    `run` with $SSMREPRO_DATA set to the project's docs/ (its .git/, the project folder) wrote
+    the dataset's cache there."""
     if root is not None and str(root) != "":
-        return expand_user(root)
-    env = env_path(DATA_ENV)
-    odd = stray_name(env) if env is not None else None
-    if odd is not None:  # `data generate` wrote a new data root 'data ', runs found no data
-        raise DataUnavailable(f"${DATA_ENV}={os.environ[DATA_ENV]!r}: {odd}")
-    return env or Path("data")
+        path = expand_user(root)
+        named = f"the data root {path}"
+    else:
+        env = env_path(DATA_ENV)
+        odd = stray_name(env) if env is not None else None
+        if odd is not None:  # `data generate` wrote a new data root 'data ', runs found no data
+            raise DataUnavailable(f"${DATA_ENV}={os.environ[DATA_ENV]!r}: {odd}")
+        path = env or Path("data")
+        named = f"${DATA_ENV}={os.environ[DATA_ENV]!r}" if env else "the data root ./data"
+    why = source_tree_problem(path, "data")
+    if why:
+        raise DataUnavailable(f"{named}: {why}")
+    return path
 
 
 def cpu_model() -> str:

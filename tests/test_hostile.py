@@ -27149,8 +27149,8 @@ def test_r53d_data_commands_write_no_data_among_the_project_sources(tmp_path):
     """`data generate listops --out ssmrepro/lo` wrote the generated data into the package (or
     experiments/, docs/, tests/), and `data download lra --dir docs` (or a $SSMREPRO_DATA there)
     its archive and folders among the documents: refused, exit 2, nothing written, as a results
-    root there is. A data root that is the project folder itself (its data/ beside it) is
-    kept."""
+    root there is. The project's data/ folder is kept (the project folder itself is refused,
+    test_r56l_a_data_root_among_the_project_files_is_refused_by_every_command)."""
     proj = tmp_path / "proj"
     for sub in ("experiments", "ssmrepro", "docs", "tests"):
         (proj / sub).mkdir(parents=True)
@@ -27166,8 +27166,8 @@ def test_r53d_data_commands_write_no_data_among_the_project_sources(tmp_path):
         _assert_refused(res, "it is inside the project's", "give a data folder outside it")
     assert sorted(str(p.relative_to(proj)) for p in proj.rglob("*")) == [
         "docs", "experiments", "ssmrepro", "tests"]
-    res = _invoke("data", "generate", "listops", "--n", "30", "--dir", proj, env=env)
-    assert res.exit_code == 0 and (proj / "generated" / "listops").is_dir(), res.output
+    res = _invoke("data", "generate", "listops", "--n", "30", "--dir", proj / "data", env=env)
+    assert res.exit_code == 0 and (proj / "data" / "generated" / "listops").is_dir(), res.output
 
 
 def test_r53d_export_writes_no_file_among_the_project_sources(tmp_path):
@@ -28661,3 +28661,155 @@ def test_r56m_show_lists_a_committed_row_under_an_older_run_id_as_plot_counts_it
     got = committed_rows(spec, "smoke", root, runs, runs, Store())
     assert {rid: row["run_id"] for rid, row in got.items()} == {
         runs[0].run_id: "old000000000", runs[1].run_id: "old000000001"}, got
+
+
+def test_r56l_export_and_bench_write_over_no_file_of_the_project(tmp_path, capsys):
+    """`export --file README.md` run in the project folder (or pyproject.toml, Makefile,
+    .gitignore, a file in .ci/) replaced the project's file with the table, exit 0: only its
+    experiments/, package, docs/, tests/, scripts/ and .git/ were refused. Refused, exit 2, the
+    file kept; a new file in the project folder (the default export's place) is written."""
+    root = _project(tmp_path, small=True)
+    env = {"SSMREPRO_ROOT": str(root)}
+    (root / ".ci").mkdir()
+    (tmp_path / "res").mkdir()
+    for name in ("README.md", "pyproject.toml", "Makefile", ".gitignore", ".ci/run"):
+        (root / name).write_text("mine\n")
+        res = _invoke("export", "--out", tmp_path / "res", "--file", root / name, env=env)
+        _assert_refused(res, "give another file" if "/" not in name else "inside the project's")
+        assert (root / name).read_text() == "mine\n"
+    res = _invoke("export", "--out", tmp_path / "res", "--file", root / "table.csv", env=env)
+    assert res.exit_code == 0 and (root / "table.csv").is_file(), res.output
+    from ssmrepro.bench.step import main
+
+    with pytest.raises(SystemExit) as err:  # the same rule for a benchmark's record
+        main(["--json", str(ROOT / "pyproject.toml")])
+    assert err.value.code == 2
+    assert "it is the project's own pyproject.toml" in capsys.readouterr().err
+
+
+def test_r56l_a_data_root_among_the_project_files_is_refused_by_every_command(tmp_path):
+    """`run` of a spec reading LRA data with $SSMREPRO_DATA set to the project's docs/ (its .git/,
+    the project folder itself) read its data there and wrote the dataset's cache among the
+    project's files; the data commands refused docs/ but not the project folder. `util.data_root`
+    refuses it for every caller, exit 2, nothing written; a spec of synthetic tasks, which reads
+    no data, still runs."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments" / "yu2025").mkdir()
+    shutil.copy(ROOT / "experiments/yu2025/yu2025-tab1.yaml", root / "experiments/yu2025")
+    for sub in ("docs", ".git"):
+        (root / sub).mkdir()
+    for data in (root, root / "docs", root / ".git" / "d"):
+        env = {"SSMREPRO_ROOT": str(root), "SSMREPRO_DATA": str(data)}
+        res = _invoke("run", "yu2025-tab1", "--profile", "smoke", "--max-runs", "1", "--out",
+                      tmp_path / "res", env=env)
+        _assert_refused(res, "$SSMREPRO_DATA=", "give a data folder")
+        res = _invoke("data", "generate", "listops", "--n", "30", env=env)
+        _assert_refused(res, "$SSMREPRO_DATA=", "give a data folder")
+    assert sorted(p.name for p in root.iterdir()) == [".git", "docs", "experiments", "ssmrepro"]
+    assert not list((root / "docs").iterdir()) and not list((root / ".git").iterdir())
+    from ssmrepro.util import data_root
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SSMREPRO_ROOT", str(root))
+        mp.setenv("SSMREPRO_DATA", str(root / "docs"))
+        assert data_root(root / "data") == root / "data"
+
+
+def test_r56l_a_cost_cache_among_the_project_files_is_refused(tmp_path, monkeypatch):
+    """`SSMREPRO_CACHE=<project>/docs/c run ...` (or the project folder, its .git/) made the folder
+    among the project's documents and wrote the planner's costs.json there: refused, exit 2, as
+    a data root or a results root there is; nothing made."""
+    from ssmrepro.engine.costs import cache_file
+    from ssmrepro.spec import SpecError
+
+    root = _project(tmp_path, small=True)
+    for sub in ("docs", ".git"):
+        (root / sub).mkdir()
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    for folder in (root / "docs" / "c", root, root / ".git" / "c"):
+        monkeypatch.setenv("SSMREPRO_CACHE", str(folder))
+        with pytest.raises(SpecError, match="give a folder"):
+            cache_file()
+        res = _invoke("run", "keep-nth", "--profile", "smoke", "--max-runs", "1", "--out",
+                      tmp_path / "res")
+        _assert_refused(res, "SSMREPRO_CACHE=", "give a folder")
+    assert sorted(p.name for p in root.iterdir()) == [".git", "docs", "experiments", "ssmrepro"]
+    assert not list((root / "docs").iterdir()) and not list((root / ".git").iterdir())
+    monkeypatch.setenv("SSMREPRO_CACHE", str(tmp_path / "c"))
+    assert cache_file() == tmp_path / "c" / "costs.json"
+
+
+def test_r56l_export_of_another_root_writes_nothing_into_the_projects_results(tmp_path):
+    """`export --out /tmp/res --file results/README.md` (a table of another results root) replaced
+    the project's committed front page, exit 0: only a file inside the exported root was
+    refused. Refused, exit 2, the front page kept; a file elsewhere is written."""
+    root = _project(tmp_path, small=True)
+    env = {"SSMREPRO_ROOT": str(root)}
+    (root / "results").mkdir()
+    (root / "results" / "README.md").write_text("front\n")
+    other = tmp_path / "res"
+    other.mkdir()
+    for dest in (root / "results" / "README.md", root / "results" / "new.csv"):
+        res = _invoke("export", "--out", other, "--file", dest, env=env)
+        _assert_refused(res, "inside the project's results folder")
+    assert sorted(p.name for p in (root / "results").iterdir()) == ["README.md"]
+    assert (root / "results" / "README.md").read_text() == "front\n"
+    res = _invoke("export", "--out", other, "--file", tmp_path / "t.csv", env=env)
+    assert res.exit_code == 0 and (tmp_path / "t.csv").is_file(), res.output
+
+
+def test_r56l_an_event_log_hard_linked_outside_out_gets_a_file_of_its_own(tmp_path):
+    """A results folder's events.jsonl that is a hard link to a file outside --out (`cp -al` of a
+    results folder, `ln` of a project file): `run` appended its claim and done lines to that
+    file too (a symbolic link there is refused). The log gets a file of its own when the store
+    is prepared; the other name keeps what it held."""
+    from ssmrepro.store import Store
+
+    outside = tmp_path / "mine.txt"
+    outside.write_text("keep\n")
+    store = Store(tmp_path / "res" / "paper" / "spec")
+    store.root.mkdir(parents=True)
+    os.link(outside, store.root / "events.jsonl")
+    store.prepare()
+    store.log("claim", "abc")
+    assert outside.read_text() == "keep\n"
+    lines = (store.root / "events.jsonl").read_text().splitlines()
+    assert lines[0] == "keep" and '"claim"' in lines[1]
+    assert (store.root / "events.jsonl").stat().st_nlink == 1
+
+
+def test_r56l_export_and_bench_replace_no_existing_file_of_another_kind(tmp_path):
+    """`export --file my-spec.yaml` (a spec run by its path, outside the project; a script, a
+    document) replaced it with the table, exit 0, and `bench step --json my-spec.yaml` would
+    after the measuring: an existing file whose suffix is not the output's is refused, exit 2,
+    kept; a new file of any name is written."""
+    spec = write_spec(tmp_path)
+    before = spec.read_bytes()
+    res_root = tmp_path / "res"
+    res_root.mkdir()
+    res = _invoke("export", "--out", res_root, "--file", spec)
+    _assert_refused(res, "an existing file that is not a .csv file")
+    assert spec.read_bytes() == before
+    res = _invoke("export", "--out", res_root, "--file", tmp_path / "t.txt")
+    assert res.exit_code == 0 and (tmp_path / "t.txt").is_file(), res.output
+    res = _invoke("bench", "step", "--json", spec)
+    _assert_refused(res, "an existing file that is not a .json file")
+    assert spec.read_bytes() == before
+
+
+def test_r56l_the_checkout_running_is_protected_when_the_root_names_another(tmp_path):
+    """With $SSMREPRO_ROOT naming another project, `export --file <checkout>/ssmrepro/x.csv` (or
+    its README.md) wrote into the package this command runs from, exit 0: only the project the
+    variable names was guarded. Refused, exit 2, nothing written."""
+    root = _project(tmp_path, small=True)
+    (root / "results").mkdir()
+    env = {"SSMREPRO_ROOT": str(root)}
+    for dest in (ROOT / "ssmrepro" / "r56l-x.csv", ROOT / "docs" / "r56l-x.csv"):
+        try:
+            res = _invoke("export", "--file", dest, env=env)
+            _assert_refused(res, "inside the project's")
+            assert not dest.exists()
+        finally:
+            dest.unlink(missing_ok=True)
+    res = _invoke("export", "--file", ROOT / "README.md", env=env)
+    _assert_refused(res, "it is the project's own README.md")

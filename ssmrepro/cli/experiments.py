@@ -1204,13 +1204,18 @@ def export(
         fail([f"{root}: {why} (the results root to export; --out)"])
     _project_specs()  # no spec to export (a wrong SSMREPRO_ROOT): an empty table, exit 0
     dest = dest or Path(f"ssmrepro-results.{fmt}")
-    refuse_linked_output(dest)  # --file /dev/stdout replaced the system's /dev/stdout link
     why = source_tree_problem(dest, "export")
     if why:  # `-f experiments/<paper>/<id>.yaml` replaced the spec with the table, exit 0
         fail([f"--file {dest}: {why}"])
-    if dest.resolve().is_relative_to(root.resolve()):  # `-f results/<paper>/<id>/results.csv`
-        fail([f"--file {dest}: inside the results root it exports ({root}); it would replace "
-              "or add to the committed results (a table, the front page): write it elsewhere"])
+    committed = repo_root() / "results"  # `--out /tmp/res -f results/README.md` replaced the
+    # project's committed front page with the table of another root, exit 0
+    for where in dict.fromkeys((root, committed)):
+        if dest.resolve().is_relative_to(where.resolve()):  # `-f results/<paper>/<id>/results.csv`
+            what = "results root it exports" if where == root else "project's results folder"
+            fail([f"--file {dest}: inside the {what} ({where}); it would replace or add to "
+                  "the committed results (a table, the front page): write it elsewhere"])
+    # --file /dev/stdout replaced the system's /dev/stdout link; --file my-spec.yaml the spec
+    refuse_linked_output(dest, f".{fmt}")
     skipped: list[str] = []
     tagged: list[str] = []
     stray: list[str] = []

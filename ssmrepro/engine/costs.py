@@ -41,6 +41,7 @@ from ..util import (
     expand_user,
     flush_denormals,
     read_small,
+    source_tree_problem,
     stray_name,
     tune_malloc,
 )
@@ -62,7 +63,8 @@ def cache_file() -> Path:
     """The cost cache: in ``$SSMREPRO_CACHE`` (a folder), else ``~/.cache/ssmrepro``. A folder
     the variable names that cannot hold it is refused (SpecError, exit 2): a file there or a
     folder that cannot be written was ignored without a word (every run measured again), and a
-    relative path made a cache per current folder. A blank one is unset (``util.env_path``); an
+    relative path made a cache per current folder; so is the project folder or a folder among its
+    sources (``util.source_tree_problem``). A blank one is unset (``util.env_path``); an
     unwritable default folder (a read-only home) only re-measures."""
     raw = os.environ.get(CACHE_ENV, "")
     folder = env_path(CACHE_ENV)
@@ -80,6 +82,9 @@ def cache_file() -> Path:
     if not folder.is_absolute():
         raise SpecError([f"{CACHE_ENV}={raw!r}: a relative path (each current folder would have "
                          "its own cache); give an absolute folder, e.g. ~/.cache/ssmrepro"])
+    why = source_tree_problem(folder, "cache")
+    if why:  # `SSMREPRO_CACHE=<project>/docs/c run ...` made docs/c and its costs.json there
+        raise SpecError([f"{CACHE_ENV}={raw!r}: {why}"])
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
