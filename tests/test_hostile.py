@@ -28285,3 +28285,19 @@ def test_r56r_a_download_url_of_no_file_name_takes_the_archives_own(tmp_path, mo
     with pytest.raises(dl.NoRetry):
         dl.download("cifar10", tmp_path / "d", url=f"http://mirror.example.org{path}")
     assert got == [tmp_path / "d/downloads" / dl.RESOURCES["cifar10"].filename]
+
+
+def test_r57t_a_power_past_every_float_of_a_metric_range_is_no_traceback(tmp_path):
+    """A claim on `(test.loss + 1) ** 64` (a loss's range [0, inf): the power's top is past
+    every float) was an OverflowError traceback in `validate` (``expr._exact_power`` converted
+    the exact power to a float twice). Its range is [1, any value] now, and validate goes on."""
+    from ssmrepro import expr
+
+    assert expr.interval("(test.loss + 1) ** 64", lambda n: (0.0, math.inf)) == (1.0, 1e12)
+    assert expr.interval("(-1e12 - test.acc) ** 63", lambda n: (0.0, 1.0)) == (-1e12, -1e12)
+    claim = {"text": "x", "metric": "(test.loss + 1) ** 64", "op": ">=", "value": 2,
+             "where": {"label": "S6"}}
+    res = _invoke("validate", write_spec(tmp_path, aggregate={"metrics": ["test.acc",
+                                                                          "test.loss"]},
+                                         claims=[claim]))
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
