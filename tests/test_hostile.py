@@ -28301,3 +28301,36 @@ def test_r57t_a_power_past_every_float_of_a_metric_range_is_no_traceback(tmp_pat
                                                                           "test.loss"]},
                                          claims=[claim]))
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+
+
+def test_r57t_a_run_homed_in_its_own_store_keeps_what_a_spec_reusing_it_keeps(tmp_path,
+                                                                             monkeypatch):
+    """A loop of reuse, ra <-> rb, sharing a run, where rb keeps weights and ra not: the run is
+    homed in ra's store (fewest reuses, then the id), and ra's `run` kept only what ra keeps,
+    so rb's `run` trained it again for its weights. ra's `run` keeps them now: rb finds it
+    done."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import shared_homes
+
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    s4d = {"label": "S4D", "set": {"model.mixer": "s4d"}}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    out = tmp_path / "out"
+    _one_run_spec(folder, name="ra", reuse=["rb"], sweep=[{"cases": [s4d]}], train=train)
+    _one_run_spec(folder, name="rb", reuse=["ra"], sweep=[{"cases": [s4d]}], train=train,
+                  save_weights=True)
+    ra = load_spec(folder / "ra.yaml")
+    (rid,) = _ids(ra)
+    assert shared_homes(ra, "smoke", None, out, [rid]) == ({}, {rid: ("weights",)})
+    env = {"SSMREPRO_ROOT": str(root)}
+    res = _invoke("run", "ra", "--profile", "smoke", "--out", out, "--no-plot",
+                  "--no-calibrate", "--workers", "1", env=env)
+    assert res.exit_code == 0 and "trained 1 runs" in res.output, res.output
+    assert (out / f"tests/ra/runs/{rid}.pt").is_file()
+    res = _invoke("run", "rb", "--profile", "smoke", "--out", out, "--dry-run", env=env)
+    assert res.exit_code == 0 and "1 done, 0 pending" in res.output, res.output
