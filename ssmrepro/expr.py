@@ -261,10 +261,12 @@ def _exact_power(x: float, n: int) -> tuple[float, float]:
     q = Fraction(x) ** n
     try:
         f = float(q)
-    except OverflowError:
-        f = math.copysign(math.inf, q)
-    below = f if Fraction(f) <= q or math.isinf(f) else math.nextafter(f, -math.inf)
-    above = f if Fraction(f) >= q or math.isinf(f) else math.nextafter(f, math.inf)
+    except OverflowError:  # (copysign of q itself converted it again: a traceback on
+        f = math.inf if q > 0 else -math.inf  # `(test.loss + 1) ** 64`)
+    if math.isinf(f):  # past every float (and every bound): no value
+        return f, f
+    below = f if Fraction(f) <= q else math.nextafter(f, -math.inf)
+    above = f if Fraction(f) >= q else math.nextafter(f, math.inf)
     return below, above
 
 

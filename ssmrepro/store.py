@@ -2326,12 +2326,13 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
     is a file, or a link outside ``out``, made `run` of the spec reusing it fail (exit 2), which
     only reads it (its runs count as not done, with a warning) and records them in its own.
 
-    And run id -> what `run` of ``spec`` keeps of a homed run beyond what ``spec`` keeps
-    (``kept``: weights, an `analysis`) for the reused specs that have the run and read its
-    home (``WorkSettings.more``), so that each finds it done (``Store.is_done``). Such a run
-    was recorded in the reusing spec's own store, and the reused spec's `run`, run at once or
-    after it, trained it again for its weights; the run's home keeping less than a spec between
-    them in a chain of reuse, that spec trained it again."""
+    And run id -> what `run` of ``spec`` keeps of a run beyond what ``spec`` keeps (``kept``:
+    weights, an `analysis`) for the reused specs that have the run and read its home, the
+    spec's own store too (``WorkSettings.more``), so that each finds it done
+    (``Store.is_done``). Such a run was recorded in the reusing spec's own store, and the
+    reused spec's `run`, run at once or after it, trained it again for its weights; the run's
+    home keeping less than a spec between them in a chain of reuse, that spec trained it again;
+    in a loop of reuse, the spec picked as its home kept only its own."""
     from .spec import SpecError
     from .sweep import expand
 
@@ -2358,9 +2359,12 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
                 if rank < best[r.run_id]:
                     best[r.run_id] = rank
                     homes[r.run_id] = root
-    mine, more = kept(spec), {}
-    for rid, home in homes.items():
-        extra = set().union(*(k for k, reads in having[rid] if home in reads)) - mine
+    mine, more, own = kept(spec), {}, results_dir(spec, out)
+    for rid, specs in having.items():  # (homed in the spec's own store too: in a loop of
+        # reuse, the spec that keeps less, picked as the home, kept only its own, and the other
+        # spec's `run` trained the run again for its weights)
+        home = homes.get(rid, own)
+        extra = set().union(*(k for k, reads in specs if home in reads)) - mine
         if extra:
             more[rid] = tuple(sorted(extra))
     return homes, more

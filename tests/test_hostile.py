@@ -28813,3 +28813,52 @@ def test_r56l_the_checkout_running_is_protected_when_the_root_names_another(tmp_
             dest.unlink(missing_ok=True)
     res = _invoke("export", "--file", ROOT / "README.md", env=env)
     _assert_refused(res, "it is the project's own README.md")
+
+
+def test_r57t_a_power_past_every_float_of_a_metric_range_is_no_traceback(tmp_path):
+    """A claim on `(test.loss + 1) ** 64` (a loss's range [0, inf): the power's top is past
+    every float) was an OverflowError traceback in `validate` (``expr._exact_power`` converted
+    the exact power to a float twice). Its range is [1, any value] now, and validate goes on."""
+    from ssmrepro import expr
+
+    assert expr.interval("(test.loss + 1) ** 64", lambda n: (0.0, math.inf)) == (1.0, 1e12)
+    assert expr.interval("(-1e12 - test.acc) ** 63", lambda n: (0.0, 1.0)) == (-1e12, -1e12)
+    claim = {"text": "x", "metric": "(test.loss + 1) ** 64", "op": ">=", "value": 2,
+             "where": {"label": "S6"}}
+    res = _invoke("validate", write_spec(tmp_path, aggregate={"metrics": ["test.acc",
+                                                                          "test.loss"]},
+                                         claims=[claim]))
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+
+
+def test_r57t_a_run_homed_in_its_own_store_keeps_what_a_spec_reusing_it_keeps(tmp_path,
+                                                                             monkeypatch):
+    """A loop of reuse, ra <-> rb, sharing a run, where rb keeps weights and ra not: the run is
+    homed in ra's store (fewest reuses, then the id), and ra's `run` kept only what ra keeps,
+    so rb's `run` trained it again for its weights. ra's `run` keeps them now: rb finds it
+    done."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import shared_homes
+
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    s4d = {"label": "S4D", "set": {"model.mixer": "s4d"}}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    out = tmp_path / "out"
+    _one_run_spec(folder, name="ra", reuse=["rb"], sweep=[{"cases": [s4d]}], train=train)
+    _one_run_spec(folder, name="rb", reuse=["ra"], sweep=[{"cases": [s4d]}], train=train,
+                  save_weights=True)
+    ra = load_spec(folder / "ra.yaml")
+    (rid,) = _ids(ra)
+    assert shared_homes(ra, "smoke", None, out, [rid]) == ({}, {rid: ("weights",)})
+    env = {"SSMREPRO_ROOT": str(root)}
+    res = _invoke("run", "ra", "--profile", "smoke", "--out", out, "--no-plot",
+                  "--no-calibrate", "--workers", "1", env=env)
+    assert res.exit_code == 0 and "trained 1 runs" in res.output, res.output
+    assert (out / f"tests/ra/runs/{rid}.pt").is_file()
+    res = _invoke("run", "rb", "--profile", "smoke", "--out", out, "--dry-run", env=env)
+    assert res.exit_code == 0 and "1 done, 0 pending" in res.output, res.output
