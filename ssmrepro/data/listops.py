@@ -296,6 +296,16 @@ def _chunk_seed(seed: int, chunk: int) -> int:
     return int.from_bytes(h[:8], "little")
 
 
+# the work a chunk may spend drawing trees, in tokens (about a microsecond each; a tree's draw
+# costs DRAW_COST more): DRAW_BUDGET (seconds, and never a tree kept: refused) plus DRAW_PER_TREE
+# for each tree kept. LRA's window (500 < length < 2000) spends ~1,500 a tree kept, its
+# narrow 1990 < length < 2000 ~1.3 million. Deterministic (tokens, not seconds), so the data of
+# a setting that keeps its trees never depend on the machine.
+DRAW_COST = 10  # (a try of a digit alone took ~10 times a token)
+DRAW_BUDGET = 20_000_000
+DRAW_PER_TREE = 2_000_000
+
+
 def _chunk_trees(
     chunk: int,
     *,
@@ -312,17 +322,24 @@ def _chunk_trees(
     rng = random.Random(_chunk_seed(seed, chunk))
     accepted = 0
     tries = 0
+    work = 0  # tokens drawn (a tree cut at max_length counts max_length) and DRAW_COST a tree
     while accepted < n_accept:
-        tries += 1
-        if tries > 2000 * n_accept + 100_000:
+        if work > DRAW_BUDGET + DRAW_PER_TREE * accepted:  # the work, not the tries: a try of
+            # 100,000 tokens (--max-depth 100 --max-args 100) took 27 ms, and the 612,000 tries
+            # allowed 4.6 hours before this
             raise WindowTooNarrow(
-                f"ListOps: almost no trees fall in {min_length} < length < {max_length}; "
-                "widen the length window or change max_depth / max_args"
+                f"ListOps: almost no trees fall in {min_length} < length < {max_length} "
+                f"(max_depth {max_depth}, max_args {max_args}): {accepted} kept of {tries:,} "
+                f"trees drawn ({work:,} tokens' work); widen the length window or change "
+                "max_depth / max_args"
             )
+        tries += 1
         res = sample_tree(rng, max_depth, max_args, op_prob, length_limit=max_length)
         if res is None:
+            work += max_length + DRAW_COST
             continue
         toks, value = res
+        work += len(toks) + DRAW_COST
         if min_length < len(toks) < max_length:
             accepted += 1
             yield bytes(toks), value
