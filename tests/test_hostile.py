@@ -28318,3 +28318,21 @@ def test_r57u_listops_drawing_is_bounded_by_its_work_not_its_tries(monkeypatch):
     got = listops.generate_listops(30, 5, 5, seed=1, min_length=500, max_length=2000)
     assert [len(s) for s in got.values()] == [30, 5, 5]
     assert sum(drawn) < listops.DRAW_BUDGET
+
+
+def test_r57u_listops_repeats_do_not_claim_the_window_holds_fewer_trees():
+    """`data generate listops --n 4400 --min-length 1 --max-length 6` (4,400 trees: the up-front
+    count lets it through) said at some seeds `only 4399 unique trees exist in the length
+    window`, false: the grammar draws a tree [OP d d d ] about 1 in 9,000 trees kept, and 51
+    chunks of repeats ended the drawing. The message now gives the window's count, how many
+    were found, and why the rest were not."""
+    from ssmrepro.data import listops
+
+    kw = dict(min_length=0, max_length=5, max_depth=2, max_args=2)  # 10 digits, 400 [OP d d ]
+    assert listops.count_trees(**kw) == 410
+    with pytest.raises(listops.WindowTooNarrow) as err:
+        listops.generate_listops(400, 5, 5, seed=0, chunk_size=4, **kw)
+    msg = str(err.value)
+    assert "holds 410 distinct trees, but drawing found 398 of the 410 asked for" in msg, msg
+    assert "the 204 trees drawn last were all repeats" in msg and "ask for at most 398" in msg
+    assert "exist" not in msg

@@ -462,10 +462,17 @@ def generate_listops(
             if len(pool) >= total:
                 break
             stale = stale + 1 if len(pool) == before else 0
-            if stale > 50:
+            if stale > 50:  # the window holds the trees (counted above): the rest are drawn
+                # too rarely ('only 4399 unique trees exist' of 1 < length < 6's 4,400, for
+                # --n 4400 at some seeds: the grammar draws a tree [OP d d d ] 1 in 9,000)
+                held = count_trees(min_length, max_length, max_depth, max_args, cap=10**12)
                 raise WindowTooNarrow(
-                    f"ListOps: only {len(pool)} unique trees exist in the length window "
-                    f"{min_length} < length < {max_length}; ask for fewer examples"
+                    f"ListOps: {min_length} < length < {max_length} (max_depth {max_depth}, "
+                    f"max_args {max_args}) holds {f'{held:,}' if held < 10**12 else 'over 10**12'}"
+                    f" distinct trees, but drawing found {len(pool)} of the {total} asked for: "
+                    f"the {chunk_size * 51:,} trees drawn last were all repeats (the grammar "
+                    f"draws some trees far less often than others); ask for at most {len(pool)} "
+                    "examples, or widen the length window"
                 )
     random.Random(_chunk_seed(seed, -1)).shuffle(pool)
     cuts = {
