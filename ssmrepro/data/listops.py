@@ -296,14 +296,17 @@ def _chunk_seed(seed: int, chunk: int) -> int:
     return int.from_bytes(h[:8], "little")
 
 
-# the work a chunk may spend drawing trees, in tokens (about a microsecond each; a tree's draw
-# costs DRAW_COST more): DRAW_BUDGET (seconds, and never a tree kept: refused) plus DRAW_PER_TREE
-# for each tree kept. LRA's window (500 < length < 2000) spends ~1,500 a tree kept, its
-# narrow 1990 < length < 2000 ~1.3 million. Deterministic (tokens, not seconds), so the data of
-# a setting that keeps its trees never depend on the machine.
+# the work a chunk may spend drawing its trees, in tokens (a third of a microsecond to a
+# microsecond each; a tree's draw costs DRAW_COST more): DRAW_START plus DRAW_PER_TREE for each
+# tree kept, and DRAW_BUDGET at most (seconds: the old limit of 612,000 tries a chunk, counted in
+# work). LRA's window (500 < length < 2000) spends ~1,500 a tree kept, 400,000 a chunk; the
+# narrow 1990 < length < 2000 ~1.3 million a tree (--n 20 takes 26 million; a chunk of 256 there
+# is refused, as by the tries). Deterministic (tokens, not seconds), so the data of a setting
+# that keeps its trees never depend on the machine.
 DRAW_COST = 10  # (a try of a digit alone took ~10 times a token)
-DRAW_BUDGET = 20_000_000
+DRAW_START = 20_000_000
 DRAW_PER_TREE = 2_000_000
+DRAW_BUDGET = 60_000_000
 
 
 def _chunk_trees(
@@ -324,9 +327,9 @@ def _chunk_trees(
     tries = 0
     work = 0  # tokens drawn (a tree cut at max_length counts max_length) and DRAW_COST a tree
     while accepted < n_accept:
-        if work > DRAW_BUDGET + DRAW_PER_TREE * accepted:  # the work, not the tries: a try of
-            # 100,000 tokens (--max-depth 100 --max-args 100) took 27 ms, and the 612,000 tries
-            # allowed 4.6 hours before this
+        if work > min(DRAW_BUDGET, DRAW_START + DRAW_PER_TREE * accepted):  # the work, not
+            # the tries: a try of 100,000 tokens (--max-depth 100 --max-args 100) took 27 ms,
+            # and the 612,000 tries allowed 4.6 hours before this
             raise WindowTooNarrow(
                 f"ListOps: almost no trees fall in {min_length} < length < {max_length} "
                 f"(max_depth {max_depth}, max_args {max_args}): {accepted} kept of {tries:,} "
