@@ -28862,3 +28862,64 @@ def test_r57t_a_run_homed_in_its_own_store_keeps_what_a_spec_reusing_it_keeps(tm
     assert (out / f"tests/ra/runs/{rid}.pt").is_file()
     res = _invoke("run", "rb", "--profile", "smoke", "--out", out, "--dry-run", env=env)
     assert res.exit_code == 0 and "1 done, 0 pending" in res.output, res.output
+
+
+def test_r57u_listops_drawing_is_bounded_by_its_work_not_its_tries(monkeypatch):
+    """`data generate listops --n 3 --max-depth 100 --max-args 100 --min-length 99990
+    --max-length 100000` drew trees for hours: the limit counted tries (612,000 a chunk), each
+    of ~100,000 tokens (27 ms). The limit is now the work (tokens drawn): refused, naming the
+    window, once DRAW_START tokens keep no tree (20 million, seconds; a chunk takes at most
+    DRAW_BUDGET, 60 million, whatever it keeps); the data of every setting that keeps its trees
+    are the same (only the refusal moved)."""
+    from ssmrepro.data import listops
+
+    drawn = []
+    real = listops.sample_tree
+
+    def counted(*a, **k):
+        res = real(*a, **k)
+        drawn.append(k["length_limit"] if res is None else len(res[0]))
+        return res
+
+    monkeypatch.setattr(listops, "sample_tree", counted)
+    monkeypatch.setattr(listops, "DRAW_START", 500_000)
+    kw = dict(min_length=99_990, max_length=100_000, max_depth=100, max_args=100)
+    with pytest.raises(listops.WindowTooNarrow,
+                       match=r"almost no trees fall in 99990 < length < 100000 \(max_depth 100, "
+                             r"max_args 100\): 0 kept of [\d,]+ trees drawn"):
+        listops.generate_listops(1, 1, 1, seed=0, **kw)
+    work = sum(drawn) + listops.DRAW_COST * len(drawn)
+    assert 500_000 < work <= 500_000 + 100_000 + listops.DRAW_COST, work
+    assert len(drawn) < 100  # (tries of 100,000 tokens: 612,000 were allowed)
+    # a window that keeps its trees keeps them all, as before (work ~1,500 tokens a tree)
+    drawn.clear()
+    got = listops.generate_listops(30, 5, 5, seed=1, min_length=500, max_length=2000)
+    assert [len(s) for s in got.values()] == [30, 5, 5]
+    assert sum(drawn) < listops.DRAW_START
+    # a chunk that keeps trees, but too few for its work, is refused at DRAW_BUDGET
+    monkeypatch.setattr(listops, "DRAW_BUDGET", 1_000_000)
+    monkeypatch.setattr(listops, "DRAW_START", 20_000_000)
+    drawn.clear()
+    with pytest.raises(listops.WindowTooNarrow, match=r": [1-9]\d* kept of [\d,]+ trees drawn"):
+        list(listops._chunk_trees(0, seed=0, n_accept=256, min_length=1000, max_length=1100,
+                                  max_depth=10, max_args=10, op_prob=0.25))
+    work = sum(drawn) + listops.DRAW_COST * len(drawn)
+    assert 1_000_000 < work <= 1_000_000 + 1100 + listops.DRAW_COST
+
+
+def test_r57u_listops_repeats_do_not_claim_the_window_holds_fewer_trees():
+    """`data generate listops --n 4400 --min-length 1 --max-length 6` (4,400 trees: the up-front
+    count lets it through) said at some seeds `only 4399 unique trees exist in the length
+    window`, false: the grammar draws a tree [OP d d d ] about 1 in 9,000 trees kept, and 51
+    chunks of repeats ended the drawing. The message now gives the window's count, how many
+    were found, and why the rest were not."""
+    from ssmrepro.data import listops
+
+    kw = dict(min_length=0, max_length=5, max_depth=2, max_args=2)  # 10 digits, 400 [OP d d ]
+    assert listops.count_trees(**kw) == 410
+    with pytest.raises(listops.WindowTooNarrow) as err:
+        listops.generate_listops(400, 5, 5, seed=0, chunk_size=4, **kw)
+    msg = str(err.value)
+    assert "holds 410 distinct trees, but drawing found 398 of the 410 asked for" in msg, msg
+    assert "the 204 trees drawn last were all repeats" in msg and "ask for at most 398" in msg
+    assert "exist" not in msg

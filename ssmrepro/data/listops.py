@@ -296,6 +296,19 @@ def _chunk_seed(seed: int, chunk: int) -> int:
     return int.from_bytes(h[:8], "little")
 
 
+# the work a chunk may spend drawing its trees, in tokens (a third of a microsecond to a
+# microsecond each; a tree's draw costs DRAW_COST more): DRAW_START plus DRAW_PER_TREE for each
+# tree kept, and DRAW_BUDGET at most (seconds: the old limit of 612,000 tries a chunk, counted in
+# work). LRA's window (500 < length < 2000) spends ~1,500 a tree kept, 400,000 a chunk; the
+# narrow 1990 < length < 2000 ~1.3 million a tree (--n 20 takes 26 million; a chunk of 256 there
+# is refused, as by the tries). Deterministic (tokens, not seconds), so the data of a setting
+# that keeps its trees never depend on the machine.
+DRAW_COST = 10  # (a try of a digit alone took ~10 times a token)
+DRAW_START = 20_000_000
+DRAW_PER_TREE = 2_000_000
+DRAW_BUDGET = 60_000_000
+
+
 def _chunk_trees(
     chunk: int,
     *,
@@ -312,17 +325,24 @@ def _chunk_trees(
     rng = random.Random(_chunk_seed(seed, chunk))
     accepted = 0
     tries = 0
+    work = 0  # tokens drawn (a tree cut at max_length counts max_length) and DRAW_COST a tree
     while accepted < n_accept:
-        tries += 1
-        if tries > 2000 * n_accept + 100_000:
+        if work > min(DRAW_BUDGET, DRAW_START + DRAW_PER_TREE * accepted):  # the work, not
+            # the tries: a try of 100,000 tokens (--max-depth 100 --max-args 100) took 27 ms,
+            # and the 612,000 tries allowed 4.6 hours before this
             raise WindowTooNarrow(
-                f"ListOps: almost no trees fall in {min_length} < length < {max_length}; "
-                "widen the length window or change max_depth / max_args"
+                f"ListOps: almost no trees fall in {min_length} < length < {max_length} "
+                f"(max_depth {max_depth}, max_args {max_args}): {accepted} kept of {tries:,} "
+                f"trees drawn ({work:,} tokens' work); widen the length window or change "
+                "max_depth / max_args"
             )
+        tries += 1
         res = sample_tree(rng, max_depth, max_args, op_prob, length_limit=max_length)
         if res is None:
+            work += max_length + DRAW_COST
             continue
         toks, value = res
+        work += len(toks) + DRAW_COST
         if min_length < len(toks) < max_length:
             accepted += 1
             yield bytes(toks), value
@@ -445,10 +465,17 @@ def generate_listops(
             if len(pool) >= total:
                 break
             stale = stale + 1 if len(pool) == before else 0
-            if stale > 50:
+            if stale > 50:  # the window holds the trees (counted above): the rest are drawn
+                # too rarely ('only 4399 unique trees exist' of 1 < length < 6's 4,400, for
+                # --n 4400 at some seeds: the grammar draws a tree [OP d d d ] 1 in 9,000)
+                held = count_trees(min_length, max_length, max_depth, max_args, cap=10**12)
                 raise WindowTooNarrow(
-                    f"ListOps: only {len(pool)} unique trees exist in the length window "
-                    f"{min_length} < length < {max_length}; ask for fewer examples"
+                    f"ListOps: {min_length} < length < {max_length} (max_depth {max_depth}, "
+                    f"max_args {max_args}) holds {f'{held:,}' if held < 10**12 else 'over 10**12'}"
+                    f" distinct trees, but drawing found {len(pool)} of the {total} asked for: "
+                    f"the {chunk_size * 51:,} trees drawn last were all repeats (the grammar "
+                    f"draws some trees far less often than others); ask for at most {len(pool)} "
+                    "examples, or widen the length window"
                 )
     random.Random(_chunk_seed(seed, -1)).shuffle(pool)
     cuts = {
