@@ -28285,3 +28285,28 @@ def test_r56r_a_download_url_of_no_file_name_takes_the_archives_own(tmp_path, mo
     with pytest.raises(dl.NoRetry):
         dl.download("cifar10", tmp_path / "d", url=f"http://mirror.example.org{path}")
     assert got == [tmp_path / "d/downloads" / dl.RESOURCES["cifar10"].filename]
+
+
+def test_r57s_a_time_limit_caps_the_epoch_orders_priced(tmp_path, monkeypatch):
+    """`run --dry-run` priced every epoch order of a fixed training set on top of a pack's time
+    limit (`--set train.train_size=100000 --set train.max_steps=10000000 --set
+    train.time_limit_s=5`: 4 min of orders for packs that stopped within 5 s each, 20 s in
+    all). The orders are drawn within the training time the limit counts: a pack is priced at
+    most its limit, the one epoch's draw begun before it, and its evaluation."""
+    import importlib
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    from ssmrepro.engine.plan import Pack, estimate_seconds, order_work, pack_seconds
+
+    monkeypatch.setattr(plan_mod, "order_rate", lambda device: 1e-6)
+    kw = dict(seeds=2, train_size=384, max_steps=10**6, eval_every=10**6)  # 500,000 epochs
+    free = Pack("k", _r56o_narrow_runs(tmp_path, **kw), step_s=1e-5)
+    cut = Pack("k", _r56o_narrow_runs(tmp_path, time_limit_s=5, **kw), step_s=1e-5)
+    assert order_work(free) == order_work(cut) == 2 * 500_000 * 384
+    assert pack_seconds(1e-5, free, 1e-6) == pytest.approx(
+        pack_seconds(1e-5, free) + 384.0)  # (every order priced without a limit)
+    priced, how = estimate_seconds([cut], "cpu")
+    limit = pack_seconds(1e-5, cut)  # the limit and the evaluation alone
+    assert priced == pytest.approx(limit + 768e-6) and 5 < priced < 6
+    assert "at most their train.time_limit_s" in how and "epoch orders" in how
+    assert estimate_seconds([free], "cpu")[0] > 384
