@@ -28310,3 +28310,34 @@ def test_r57s_a_time_limit_caps_the_epoch_orders_priced(tmp_path, monkeypatch):
     assert priced == pytest.approx(limit + 768e-6) and 5 < priced < 6
     assert "at most their train.time_limit_s" in how and "epoch orders" in how
     assert estimate_seconds([free], "cpu")[0] > 384
+
+
+def test_r57s_a_ray_dry_run_sizes_packs_as_ray_does(tmp_path, monkeypatch):
+    """`run --engine ray --dry-run` planned CPU packs and their evaluation chunks for local
+    workers sharing one memory (`... its share of the half ... (one of 2 workers training at
+    once)`, chunks of 137 where Ray's packs take 253): a Ray run plans one pack per task, each
+    reserving its own memory (``plan(workers=1)``). The dry run sizes them for the engine."""
+    import importlib
+
+    import ssmrepro.engine as engine
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import pack_need
+
+    spec = load_spec(write_spec(tmp_path, name="t-r57s", task={"name": "keep_nth", "n": 2,
+                                                              "T": 64, "vocab": 8},
+                                model=R53A_S6, sweep=[], seeds=list(range(8)),
+                                train={"optimizer": "adam", "lr": 0.01, "batch_size": 32,
+                                       "max_steps": 4, "val_size": 32, "test_size": 32,
+                                       "eval_every": 2, "eval_batch_size": 32}))
+    run = expand(spec, "smoke")[0]
+    mem = 4 * pack_need(run, 2, "cpu") + 16  # a quarter holds a pack of 2, the half of 5
+    assert pack_need(run, 6, "cpu") > mem // 2 and pack_need(run, 3, "cpu") > mem // 4
+    monkeypatch.setattr(plan_mod, "available_memory", lambda d: mem)
+    monkeypatch.setattr(engine, "default_workers", lambda device, n: 2)  # (two cores)
+    sizes = {e: [len(p) for p in engine.dry_run(spec, "smoke", tmp_path / "o", "cpu",
+                                                estimate=False, workers=None, engine=e).packs]
+             for e in ("local", "ray")}
+    assert sizes == {"local": [2, 2, 2, 2], "ray": [5, 3]}

@@ -202,7 +202,7 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
             max_runs: int | None = None, pack_size: int | None = None,
             estimate: bool = True, overrides: dict | None = None,
             calibrate: bool = True, backend: str = "torch",
-            workers: int | None = None) -> DryRun:
+            workers: int | None = None, engine: str = "local") -> DryRun:
     """Runs, packs and (optionally) a measured wall-clock estimate for one worker. With
     ``estimate`` the planner calibrates (as a real run would) and the estimate uses its timings.
     An LRA dataset absent here is planned from its nominal shapes and split sizes
@@ -210,7 +210,9 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
     nothing is downloaded or generated, and training itself still refuses without the data.
     ``calibrate`` False: packs sized by memory alone, as `run --no-calibrate` packs them (the
     estimate still times them). Steps are timed on the scan ``backend`` `run` would use, with
-    the threads each of ``workers`` (`run --workers`) would have, as `run` calibrates.
+    the threads each of ``workers`` (`run --workers`) would have, as `run` calibrates; packs
+    sized for the ``engine`` `run` uses (local: the CPU workers share one memory; ray: a task
+    per pack, each reserving its own).
     A run whose training batch alone does not fit this machine's memory (a paper profile's LRA
     batch on a CPU) is priced by extrapolation from smaller batches that do (``plan.extrapolate``;
     ``DryRun.oversized`` says which, from what), not refused; training it here still is. Without
@@ -249,8 +251,10 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
                             backend) if estimate else None)
         if costs is not None:  # measuring every shape of a paper profile took hours
             costs.deadline = time.perf_counter() + DRY_RUN_CALIBRATION_S
+        # sized as `run` sizes them: the local CPU workers' packs share one memory, Ray's do
+        # not (`--engine ray --dry-run` planned packs and chunks for a share of the half)
         packs = plan(fit, pack_size, device, costs if calibrate else None,
-                     workers=min(want, len(fit) or 1))  # (sized as `run` sizes them)
+                     workers=min(want, len(fit) or 1) if engine == "local" else 1)
         # (runs too large to train here, extrapolated below, are no runs evaluated in chunks)
         chunked = eval_chunk_lines(packs, device)
         oversized = []
