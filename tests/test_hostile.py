@@ -28341,3 +28341,33 @@ def test_r57s_a_ray_dry_run_sizes_packs_as_ray_does(tmp_path, monkeypatch):
                                                 estimate=False, workers=None, engine=e).packs]
              for e in ("local", "ray")}
     assert sizes == {"local": [2, 2, 2, 2], "ray": [5, 3]}
+
+
+def test_r57s_runs_taken_over_are_packed_for_the_memory_the_first_plan_had(tmp_path,
+                                                                           monkeypatch):
+    """`run --engine ray` on CPU plans its packs for the largest node's memory; runs it took
+    over from a dead holder (``_wait_for_others``) were planned again for the memory of the
+    machine that planned (a head of 1 TB: one pack of 8 that no node of a pack of 2 holds).
+    They are planned for the memory the first plan was given."""
+    import importlib
+
+    import ssmrepro.engine as engine
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    from ssmrepro.train import pack_need
+
+    runs = _r53a_run(tmp_path, R53A_S6)[:8]
+    node = 2 * pack_need(runs[0], 2, "cpu") + 8  # a pack of 2 fits its half, one of 3 does not
+    monkeypatch.setattr(plan_mod, "available_memory", lambda d: 1 << 40)  # the head: 1 TB
+    store = type("Unheld", (), {"is_done": lambda self, r: False,  # their holder is gone
+                                "holder": lambda self, r: None,
+                                "takeover_wait": lambda self, r: None})()
+    quiet = type("P", (), {"advance": lambda *a: None})()
+    sizes = []
+    for avail in (node, None):
+        tr = engine._Tracker(store, 1)
+        tr.skipped.update(r.run_id for r in runs)
+        packs = engine._wait_for_others(tr, {r.run_id: r for r in runs}, store, None, "cpu",
+                                        quiet, 0, None, 0.0, first_index=1, available=avail)
+        sizes.append([len(p) for _, p in packs])
+    assert sizes == [[2, 2, 2, 2], [8]]

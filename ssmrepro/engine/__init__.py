@@ -541,7 +541,8 @@ def run_experiment(
                     work = _wait_for_others(tr, by_id, store, pack_size, device, prog, bar,
                                             console, wait_poll_s, first_index=len(tr.ended),
                                             budget=budget,
-                                            workers=n_workers if engine == "local" else 1)
+                                            workers=n_workers if engine == "local" else 1,
+                                            available=avail)
                     tr.n_packs = len(tr.ended) + len(work)
             except KeyboardInterrupt:
                 interrupted = True
@@ -581,10 +582,13 @@ def progress_columns() -> list:
 def _wait_for_others(tr: _Tracker, by_id: dict[str, RunConfig], store: Store,
                      pack_size: int | None, device: str, prog, bar, console: Console,
                      poll_s: float, first_index: int,
-                     budget: int | None = None, workers: int = 1) -> list[tuple[int, Pack]]:
+                     budget: int | None = None, workers: int = 1,
+                     available: int | None = None) -> list[tuple[int, Pack]]:
     """Runs skipped because another process held their claim: wait until they are done; return
     new packs for those whose claim went stale (their holder died) so this command trains them
-    (sized for the ``workers`` that train them at once, as ``plan`` sizes them)."""
+    (sized for the ``workers`` that train them at once and the memory ``available`` to them, as
+    the first ``plan`` sized the others: the Ray engine's largest node on CPU, whose packs were
+    sized again by the memory of the machine that planned)."""
     announced = False
     while True:
         waiting = [r for r in tr.skipped
@@ -607,7 +611,7 @@ def _wait_for_others(tr: _Tracker, by_id: dict[str, RunConfig], store: Store,
             tr.offered.update(free)
             tr.skipped.difference_update(free)
             packs = plan([by_id[r] for r in free], pack_size, device, budget_bytes=budget,
-                         workers=workers)
+                         available=available, workers=workers)
             return [(first_index + k, p) for k, p in enumerate(packs)]
         if not announced:
             # a marker's own wait (``Store.takeover_wait``): one touched up to MARKER_DEBRIS_S
