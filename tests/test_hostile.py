@@ -28371,3 +28371,19 @@ def test_r57s_runs_taken_over_are_packed_for_the_memory_the_first_plan_had(tmp_p
                                         quiet, 0, None, 0.0, first_index=1, available=avail)
         sizes.append([len(p) for _, p in packs])
     assert sizes == [[2, 2, 2, 2], [8]]
+
+
+def test_r57s_a_plan_made_again_for_fewer_workers_counts_each_shape_once(tmp_path):
+    """``plan`` plans again for fewer workers where there are fewer packs than workers; it said
+    the first plan's calibration lines once (its log cut back) but counted a shape past a dry
+    run's calibration deadline once per plan: `run --dry-run --workers 2` of one shape's pack
+    read `2 shapes not calibrated`. The plan that is kept counts them."""
+    from ssmrepro.engine.costs import CostModel
+    from ssmrepro.engine.plan import plan
+
+    runs = _r56o_narrow_runs(tmp_path, seeds=4)  # one shape, 160 run-steps: one pack
+    for workers in (1, 2, 4):
+        cm = CostModel("cpu", threads=1, path=tmp_path / "costs.json")
+        cm.deadline = time.perf_counter() - 1  # (the dry run's measuring time spent)
+        packs = plan(runs, None, "cpu", cm, workers=workers)
+        assert (len(packs), cm.uncalibrated, cm.log) == (1, 1, []), workers

@@ -207,7 +207,7 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
     avail = available if available is not None or not groups else available_memory(device)
     share = 1 if device.startswith("cuda") else max(1, workers)
     room = None if avail is None else pack_room(avail) // share
-    mark = len(costs.log) if costs is not None else 0
+    mark = (len(costs.log), costs.uncalibrated) if costs is not None else (0, 0)
     packs = []
     for key, rs in groups.items():
         try:  # once per shape: the evaluation chunk of a pack of 1 reads it
@@ -234,8 +234,11 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
     n = max(1, min(share, len(packs)))
     fit = n if room is None or n < 2 else workers_in_memory(packs, n, avail)
     if fit < share:
-        if costs is not None:
-            del costs.log[mark:]  # (said again by the plan that is kept)
+        if costs is not None:  # (said and counted again by the plan that is kept: each shape
+            #                       past a dry run's deadline was counted once a plan, 2 shapes
+            #                       not calibrated of 1)
+            del costs.log[mark[0]:]
+            costs.uncalibrated = mark[1]
         return plan(runs, pack_size, device, costs, budget_bytes, avail, fit)
     return packs
 
