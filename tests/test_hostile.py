@@ -28387,3 +28387,20 @@ def test_r57s_a_plan_made_again_for_fewer_workers_counts_each_shape_once(tmp_pat
         cm.deadline = time.perf_counter() - 1  # (the dry run's measuring time spent)
         packs = plan(runs, None, "cpu", cm, workers=workers)
         assert (len(packs), cm.uncalibrated, cm.log) == (1, 1, []), workers
+
+
+def test_r57s_a_dry_run_says_its_workers_are_capped_as_run_does(tmp_path, monkeypatch):
+    """`run --workers 16` on 2 cores warns `--workers 16 capped at 2 (one per CPU core)`;
+    `run --dry-run --workers 16` planned packs for 2 workers without a word. It says so too
+    (a warning, as `run` does; in --json's warnings)."""
+    import ssmrepro.engine as engine
+    from ssmrepro.spec import load_spec
+
+    monkeypatch.setattr(engine, "default_workers", lambda device, n: 2)  # (two cores)
+    spec = load_spec(write_spec(tmp_path, seeds=[0]))
+    said = {w: engine.dry_run(spec, "smoke", tmp_path / "o", "cpu", estimate=False,
+                              workers=w).warnings for w in (None, 2, 16)}
+    assert said == {None: [], 2: [], 16: ["--workers 16 capped at 2 (one per CPU core)"]}
+    assert engine.dry_run(spec, "smoke", tmp_path / "o", "cpu", estimate=False, workers=16,
+                          engine="ray").warnings == []  # (Ray: no local workers)
+    assert engine.workers_capped(3, "cpu") == "--workers 3 capped at 2 (one per CPU core)"

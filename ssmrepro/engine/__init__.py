@@ -198,6 +198,17 @@ def cost_model(device: str, workers: int | None = None, threads: int | None = No
                      path=cache_file())  # a bad $SSMREPRO_CACHE refused before any timing
 
 
+def workers_capped(workers: int | None, device: str) -> str | None:
+    """'--workers N capped at C (one per CPU core)' where N is more than ``device`` has (one
+    worker per core, or per visible GPU), else None: what `run` and `run --dry-run` say (the
+    dry run planned for C workers without a word)."""
+    cap = default_workers(device, 10**9)
+    if workers is None or workers <= cap:
+        return None
+    return (f"--workers {workers} capped at {cap} (one per "
+            f"{'GPU' if device.startswith('cuda') else 'CPU core'})")
+
+
 def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cpu",
             max_runs: int | None = None, pack_size: int | None = None,
             estimate: bool = True, overrides: dict | None = None,
@@ -295,7 +306,9 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
         d.untimed = [why for _, why in untimed]
         d.untimed_runs = sum(len(rs) for rs, _ in untimed)
     d.planner = list(costs.log) if costs else []
-    d.warnings = store.to_say()
+    d.warnings = store.to_say() + ([workers_capped(workers, device)]
+                                   if engine == "local" and workers_capped(workers, device)
+                                   else [])  # (as `run` says it: packs planned for fewer)
     d.nominal = [n.line() for n in notes.values()]
     return d
 
@@ -436,9 +449,8 @@ def run_experiment(
     threads = None
     if engine == "local":
         cap = default_workers(device, 10**9)  # one per core (CPU) or visible GPU
-        if workers is not None and workers > cap:
-            warn_console.print(f"[yellow]warning:[/] --workers {workers} capped at {cap} (one "
-                               f"per {'GPU' if device.startswith('cuda') else 'CPU core'})")
+        if workers_capped(workers, device):
+            warn_console.print(f"[yellow]warning:[/] {workers_capped(workers, device)}")
         want = min(workers or cap, cap)
         threads = threads_per_process(want, device, load)
     # the cost model times steps on this machine: it plans local runs, not a remote cluster's
