@@ -28923,3 +28923,122 @@ def test_r57u_listops_repeats_do_not_claim_the_window_holds_fewer_trees():
     assert "holds 410 distinct trees, but drawing found 398 of the 410 asked for" in msg, msg
     assert "the 204 trees drawn last were all repeats" in msg and "ask for at most 398" in msg
     assert "exist" not in msg
+
+
+def test_r57s_a_time_limit_caps_the_epoch_orders_priced(tmp_path, monkeypatch):
+    """`run --dry-run` priced every epoch order of a fixed training set on top of a pack's time
+    limit (`--set train.train_size=100000 --set train.max_steps=10000000 --set
+    train.time_limit_s=5`: 4 min of orders for packs that stopped within 5 s each, 20 s in
+    all). The orders are drawn within the training time the limit counts: a pack is priced at
+    most its limit, the one epoch's draw begun before it, and its evaluation."""
+    import importlib
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    from ssmrepro.engine.plan import Pack, estimate_seconds, order_work, pack_seconds
+
+    monkeypatch.setattr(plan_mod, "order_rate", lambda device: 1e-6)
+    kw = dict(seeds=2, train_size=384, max_steps=10**6, eval_every=10**6)  # 500,000 epochs
+    free = Pack("k", _r56o_narrow_runs(tmp_path, **kw), step_s=1e-5)
+    cut = Pack("k", _r56o_narrow_runs(tmp_path, time_limit_s=5, **kw), step_s=1e-5)
+    assert order_work(free) == order_work(cut) == 2 * 500_000 * 384
+    assert pack_seconds(1e-5, free, 1e-6) == pytest.approx(
+        pack_seconds(1e-5, free) + 384.0)  # (every order priced without a limit)
+    priced, how = estimate_seconds([cut], "cpu")
+    limit = pack_seconds(1e-5, cut)  # the limit and the evaluation alone
+    assert priced == pytest.approx(limit + 768e-6) and 5 < priced < 6
+    assert "at most their train.time_limit_s" in how and "epoch orders" in how
+    assert estimate_seconds([free], "cpu")[0] > 384
+
+
+def test_r57s_a_ray_dry_run_sizes_packs_as_ray_does(tmp_path, monkeypatch):
+    """`run --engine ray --dry-run` planned CPU packs and their evaluation chunks for local
+    workers sharing one memory (`... its share of the half ... (one of 2 workers training at
+    once)`, chunks of 137 where Ray's packs take 253): a Ray run plans one pack per task, each
+    reserving its own memory (``plan(workers=1)``). The dry run sizes them for the engine."""
+    import importlib
+
+    import ssmrepro.engine as engine
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import pack_need
+
+    spec = load_spec(write_spec(tmp_path, name="t-r57s", task={"name": "keep_nth", "n": 2,
+                                                              "T": 64, "vocab": 8},
+                                model=R53A_S6, sweep=[], seeds=list(range(8)),
+                                train={"optimizer": "adam", "lr": 0.01, "batch_size": 32,
+                                       "max_steps": 4, "val_size": 32, "test_size": 32,
+                                       "eval_every": 2, "eval_batch_size": 32}))
+    run = expand(spec, "smoke")[0]
+    mem = 4 * pack_need(run, 2, "cpu") + 16  # a quarter holds a pack of 2, the half of 5
+    assert pack_need(run, 6, "cpu") > mem // 2 and pack_need(run, 3, "cpu") > mem // 4
+    monkeypatch.setattr(plan_mod, "available_memory", lambda d: mem)
+    monkeypatch.setattr(engine, "default_workers", lambda device, n: 2)  # (two cores)
+    sizes = {e: [len(p) for p in engine.dry_run(spec, "smoke", tmp_path / "o", "cpu",
+                                                estimate=False, workers=None, engine=e).packs]
+             for e in ("local", "ray")}
+    assert sizes == {"local": [2, 2, 2, 2], "ray": [5, 3]}
+
+
+def test_r57s_runs_taken_over_are_packed_for_the_memory_the_first_plan_had(tmp_path,
+                                                                           monkeypatch):
+    """`run --engine ray` on CPU plans its packs for the largest node's memory; runs it took
+    over from a dead holder (``_wait_for_others``) were planned again for the memory of the
+    machine that planned (a head of 1 TB: one pack of 8 that no node of a pack of 2 holds).
+    They are planned for the memory the first plan was given."""
+    import importlib
+
+    import ssmrepro.engine as engine
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    from ssmrepro.train import pack_need
+
+    runs = _r53a_run(tmp_path, R53A_S6)[:8]
+    node = 2 * pack_need(runs[0], 2, "cpu") + 8  # a pack of 2 fits its half, one of 3 does not
+    monkeypatch.setattr(plan_mod, "available_memory", lambda d: 1 << 40)  # the head: 1 TB
+    store = type("Unheld", (), {"is_done": lambda self, r: False,  # their holder is gone
+                                "holder": lambda self, r: None,
+                                "takeover_wait": lambda self, r: None})()
+    quiet = type("P", (), {"advance": lambda *a: None})()
+    sizes = []
+    for avail in (node, None):
+        tr = engine._Tracker(store, 1)
+        tr.skipped.update(r.run_id for r in runs)
+        packs = engine._wait_for_others(tr, {r.run_id: r for r in runs}, store, None, "cpu",
+                                        quiet, 0, None, 0.0, first_index=1, available=avail)
+        sizes.append([len(p) for _, p in packs])
+    assert sizes == [[2, 2, 2, 2], [8]]
+
+
+def test_r57s_a_plan_made_again_for_fewer_workers_counts_each_shape_once(tmp_path):
+    """``plan`` plans again for fewer workers where there are fewer packs than workers; it said
+    the first plan's calibration lines once (its log cut back) but counted a shape past a dry
+    run's calibration deadline once per plan: `run --dry-run --workers 2` of one shape's pack
+    read `2 shapes not calibrated`. The plan that is kept counts them."""
+    from ssmrepro.engine.costs import CostModel
+    from ssmrepro.engine.plan import plan
+
+    runs = _r56o_narrow_runs(tmp_path, seeds=4)  # one shape, 160 run-steps: one pack
+    for workers in (1, 2, 4):
+        cm = CostModel("cpu", threads=1, path=tmp_path / "costs.json")
+        cm.deadline = time.perf_counter() - 1  # (the dry run's measuring time spent)
+        packs = plan(runs, None, "cpu", cm, workers=workers)
+        assert (len(packs), cm.uncalibrated, cm.log) == (1, 1, []), workers
+
+
+def test_r57s_a_dry_run_says_its_workers_are_capped_as_run_does(tmp_path, monkeypatch):
+    """`run --workers 16` on 2 cores warns `--workers 16 capped at 2 (one per CPU core)`;
+    `run --dry-run --workers 16` planned packs for 2 workers without a word. It says so too
+    (a warning, as `run` does; in --json's warnings)."""
+    import ssmrepro.engine as engine
+    from ssmrepro.spec import load_spec
+
+    monkeypatch.setattr(engine, "default_workers", lambda device, n: 2)  # (two cores)
+    spec = load_spec(write_spec(tmp_path, seeds=[0]))
+    said = {w: engine.dry_run(spec, "smoke", tmp_path / "o", "cpu", estimate=False,
+                              workers=w).warnings for w in (None, 2, 16)}
+    assert said == {None: [], 2: [], 16: ["--workers 16 capped at 2 (one per CPU core)"]}
+    assert engine.dry_run(spec, "smoke", tmp_path / "o", "cpu", estimate=False, workers=16,
+                          engine="ray").warnings == []  # (Ray: no local workers)
+    assert engine.workers_capped(3, "cpu") == "--workers 3 capped at 2 (one per CPU core)"

@@ -198,11 +198,22 @@ def cost_model(device: str, workers: int | None = None, threads: int | None = No
                      path=cache_file())  # a bad $SSMREPRO_CACHE refused before any timing
 
 
+def workers_capped(workers: int | None, device: str) -> str | None:
+    """'--workers N capped at C (one per CPU core)' where N is more than ``device`` has (one
+    worker per core, or per visible GPU), else None: what `run` and `run --dry-run` say (the
+    dry run planned for C workers without a word)."""
+    cap = default_workers(device, 10**9)
+    if workers is None or workers <= cap:
+        return None
+    return (f"--workers {workers} capped at {cap} (one per "
+            f"{'GPU' if device.startswith('cuda') else 'CPU core'})")
+
+
 def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cpu",
             max_runs: int | None = None, pack_size: int | None = None,
             estimate: bool = True, overrides: dict | None = None,
             calibrate: bool = True, backend: str = "torch",
-            workers: int | None = None) -> DryRun:
+            workers: int | None = None, engine: str = "local") -> DryRun:
     """Runs, packs and (optionally) a measured wall-clock estimate for one worker. With
     ``estimate`` the planner calibrates (as a real run would) and the estimate uses its timings.
     An LRA dataset absent here is planned from its nominal shapes and split sizes
@@ -210,7 +221,9 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
     nothing is downloaded or generated, and training itself still refuses without the data.
     ``calibrate`` False: packs sized by memory alone, as `run --no-calibrate` packs them (the
     estimate still times them). Steps are timed on the scan ``backend`` `run` would use, with
-    the threads each of ``workers`` (`run --workers`) would have, as `run` calibrates.
+    the threads each of ``workers`` (`run --workers`) would have, as `run` calibrates; packs
+    sized for the ``engine`` `run` uses (local: the CPU workers share one memory; ray: a task
+    per pack, each reserving its own).
     A run whose training batch alone does not fit this machine's memory (a paper profile's LRA
     batch on a CPU) is priced by extrapolation from smaller batches that do (``plan.extrapolate``;
     ``DryRun.oversized`` says which, from what), not refused; training it here still is. Without
@@ -249,8 +262,10 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
                             backend) if estimate else None)
         if costs is not None:  # measuring every shape of a paper profile took hours
             costs.deadline = time.perf_counter() + DRY_RUN_CALIBRATION_S
+        # sized as `run` sizes them: the local CPU workers' packs share one memory, Ray's do
+        # not (`--engine ray --dry-run` planned packs and chunks for a share of the half)
         packs = plan(fit, pack_size, device, costs if calibrate else None,
-                     workers=min(want, len(fit) or 1))  # (sized as `run` sizes them)
+                     workers=min(want, len(fit) or 1) if engine == "local" else 1)
         # (runs too large to train here, extrapolated below, are no runs evaluated in chunks)
         chunked = eval_chunk_lines(packs, device)
         oversized = []
@@ -291,7 +306,9 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
         d.untimed = [why for _, why in untimed]
         d.untimed_runs = sum(len(rs) for rs, _ in untimed)
     d.planner = list(costs.log) if costs else []
-    d.warnings = store.to_say()
+    d.warnings = store.to_say() + ([workers_capped(workers, device)]
+                                   if engine == "local" and workers_capped(workers, device)
+                                   else [])  # (as `run` says it: packs planned for fewer)
     d.nominal = [n.line() for n in notes.values()]
     return d
 
@@ -432,9 +449,8 @@ def run_experiment(
     threads = None
     if engine == "local":
         cap = default_workers(device, 10**9)  # one per core (CPU) or visible GPU
-        if workers is not None and workers > cap:
-            warn_console.print(f"[yellow]warning:[/] --workers {workers} capped at {cap} (one "
-                               f"per {'GPU' if device.startswith('cuda') else 'CPU core'})")
+        if workers_capped(workers, device):
+            warn_console.print(f"[yellow]warning:[/] {workers_capped(workers, device)}")
         want = min(workers or cap, cap)
         threads = threads_per_process(want, device, load)
     # the cost model times steps on this machine: it plans local runs, not a remote cluster's
@@ -537,7 +553,8 @@ def run_experiment(
                     work = _wait_for_others(tr, by_id, store, pack_size, device, prog, bar,
                                             console, wait_poll_s, first_index=len(tr.ended),
                                             budget=budget,
-                                            workers=n_workers if engine == "local" else 1)
+                                            workers=n_workers if engine == "local" else 1,
+                                            available=avail)
                     tr.n_packs = len(tr.ended) + len(work)
             except KeyboardInterrupt:
                 interrupted = True
@@ -577,10 +594,13 @@ def progress_columns() -> list:
 def _wait_for_others(tr: _Tracker, by_id: dict[str, RunConfig], store: Store,
                      pack_size: int | None, device: str, prog, bar, console: Console,
                      poll_s: float, first_index: int,
-                     budget: int | None = None, workers: int = 1) -> list[tuple[int, Pack]]:
+                     budget: int | None = None, workers: int = 1,
+                     available: int | None = None) -> list[tuple[int, Pack]]:
     """Runs skipped because another process held their claim: wait until they are done; return
     new packs for those whose claim went stale (their holder died) so this command trains them
-    (sized for the ``workers`` that train them at once, as ``plan`` sizes them)."""
+    (sized for the ``workers`` that train them at once and the memory ``available`` to them, as
+    the first ``plan`` sized the others: the Ray engine's largest node on CPU, whose packs were
+    sized again by the memory of the machine that planned)."""
     announced = False
     while True:
         waiting = [r for r in tr.skipped
@@ -603,7 +623,7 @@ def _wait_for_others(tr: _Tracker, by_id: dict[str, RunConfig], store: Store,
             tr.offered.update(free)
             tr.skipped.difference_update(free)
             packs = plan([by_id[r] for r in free], pack_size, device, budget_bytes=budget,
-                         workers=workers)
+                         available=available, workers=workers)
             return [(first_index + k, p) for k, p in enumerate(packs)]
         if not announced:
             # a marker's own wait (``Store.takeover_wait``): one touched up to MARKER_DEBRIS_S

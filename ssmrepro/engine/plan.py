@@ -207,7 +207,7 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
     avail = available if available is not None or not groups else available_memory(device)
     share = 1 if device.startswith("cuda") else max(1, workers)
     room = None if avail is None else pack_room(avail) // share
-    mark = len(costs.log) if costs is not None else 0
+    mark = (len(costs.log), costs.uncalibrated) if costs is not None else (0, 0)
     packs = []
     for key, rs in groups.items():
         try:  # once per shape: the evaluation chunk of a pack of 1 reads it
@@ -234,8 +234,11 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
     n = max(1, min(share, len(packs)))
     fit = n if room is None or n < 2 else workers_in_memory(packs, n, avail)
     if fit < share:
-        if costs is not None:
-            del costs.log[mark:]  # (said again by the plan that is kept)
+        if costs is not None:  # (said and counted again by the plan that is kept: each shape
+            #                       past a dry run's deadline was counted once a plan, 2 shapes
+            #                       not calibrated of 1)
+            del costs.log[mark[0]:]
+            costs.uncalibrated = mark[1]
         return plan(runs, pack_size, device, costs, budget_bytes, avail, fit)
     return packs
 
@@ -330,15 +333,15 @@ def estimate_seconds(packs: list[Pack], device: str, samples: int = 3,
             f"pack{'s' if len(rates) > 1 else ''} "
             f"({', '.join(f'{r * 1e9:.2f}' for r in rates)} s per GB-step), scaled by pack size "
             "× activation volume")) if x)
-    total = sum(pack_seconds(s, p) for s, p in priced)
-    capped = sum(pack_seconds(s, p) < s * pack_steps(p) for s, p in priced)
+    # the epoch orders' draws are part of the training a time limit cuts (``pack_seconds``)
+    rate = order_rate(device) if any(order_work(p) for p in packs) else 0.0
+    total = sum(pack_seconds(s, p, rate) for s, p in priced)
+    capped = sum(pack_seconds(s, p, rate) < s * pack_steps(p) + rate * order_work(p)
+                 for s, p in priced)
     if capped:
         how += (f"; {capped} pack{'s' if capped > 1 else ''} at most their train.time_limit_s "
                 "and evaluation")
-    work = sum(order_work(p) for p in packs)
-    if work:
-        rate = order_rate(device)
-        total += rate * work
+    if rate:
         how += (f"; the epoch orders of fixed training sets (train.train_size) priced at "
                 f"{rate * 1e6:.2f} s per million samples drawn, measured")
     return total, how + "; evaluation as forward passes"
@@ -368,16 +371,21 @@ def run_eval_scale(run: RunConfig) -> dict[str, float]:
         return {}
 
 
-def pack_seconds(step_s: float, p: Pack) -> float:
-    """Seconds a pack trains at ``step_s`` per step: its ``pack_steps``, but at most its
-    members' longest ``train.time_limit_s`` (training stops there, each member at its own) plus
-    its evaluation, where every member has a limit (huang2025-tab1's paper profile, 6 h a run:
-    the estimate read 89 h for 10 packs that stop within 60 h and their evaluations)."""
-    s = step_s * pack_steps(p)
+def pack_seconds(step_s: float, p: Pack, order_s: float = 0.0) -> float:
+    """Seconds a pack trains at ``step_s`` per step: its ``pack_steps`` and the epoch orders
+    its members draw (``order_work`` at ``order_s`` seconds a sample, ``order_rate``), but at
+    most its members' longest ``train.time_limit_s`` (training stops there, each member at its
+    own; an order is drawn within the training time the limit counts) plus the one epoch's
+    draw begun before it and its evaluation, where every member has a limit (huang2025-tab1's
+    paper profile, 6 h a run: the estimate read 89 h for 10 packs that stop within 60 h and
+    their evaluations; a 5 s limit on 800 epochs of 100,000 samples read 4 min of orders for
+    packs that stopped within 5 s)."""
+    s = step_s * pack_steps(p) + order_s * order_work(p)
     limits = [r.train.time_limit_s for r in p.runs]
     if all(limits):
         ev = max(eval_steps(r.train, run_eval_scale(r)) for r in p.runs)
-        s = min(s, max(limits) + step_s * ev)
+        epoch = sum(r.train.train_size or 0 for r in p.runs)  # (every member's order at once)
+        s = min(s, max(limits) + order_s * epoch + step_s * ev)
     return s
 
 
