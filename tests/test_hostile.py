@@ -28469,3 +28469,25 @@ def test_r56q_a_data_generator_closed_with_a_stopped_worker_ends():
         raise AssertionError("the generator, closed, waited for its stopped worker") from err
     assert res.returncode == 0 and "closed in" in res.stdout, res.stdout + res.stderr
     assert int(res.stdout.split()[-1]) < 5, res.stdout
+
+
+def test_r57v_a_dataset_here_smaller_than_train_size_refuses_run_not_plot(tmp_path):
+    """A data root holding a smaller dataset than a profile's train.train_size (a ListOps set
+    generated with `--n 600` beside yu2025-tab2's 1600): `figures` (and `plot`, `show`) of
+    committed results was refused, exit 2, 'train.train_size 1600 exceeds the training split',
+    though it reads records only. The commands that read the data (`run`, its dry run,
+    `validate`) still refuse it; those that read records do not look at it."""
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", data / "lra/listops-1000")
+    spec = write_spec(tmp_path, task={"name": "lra_listops", "source": "lra_release"},
+                      model={"name": "ssm_lm", "d_model": 8, "d_state": 4}, sweep=[],
+                      train={"batch_size": 2, "train_size": 8, "epochs": 1, "val_size": 2,
+                             "test_size": 2})
+    out, env = tmp_path / "out", {"SSMREPRO_DATA": str(data)}
+    for args in (("validate", spec), ("run", spec, "--dry-run", "--no-estimate", "--out", out)):
+        _assert_refused(_invoke(*args, env=env), "train.train_size 8 exceeds the training "
+                        "split of task lra_listops (7 rows")
+    for args in (("show", spec, "--out", out), ("plot", spec, "--out", out)):
+        res = _invoke(*args, env=env)
+        assert "exceeds" not in res.output and "Traceback" not in res.output, res.output
+        assert res.exit_code == 0, res.output
