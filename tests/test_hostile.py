@@ -28576,3 +28576,35 @@ def test_r57v_a_forced_generate_into_a_mount_point_stopped_midway_keeps_one_whol
     out = tmp_path / "disk"
     out.mkdir()
     _r57v_forced_generates(tmp_path, monkeypatch, out, disk=out)
+
+
+def _r57v_deaf_to_sigterm(ready):
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    ready.release()
+    time.sleep(60)
+
+
+def test_r57v_workers_that_do_not_end_on_sigterm_are_waited_for_once(monkeypatch):
+    """`run --workers N` stopped while N workers do not end on SIGTERM: `end_workers` waited 10 s
+    for each in turn before killing it (30 s for 3, 160 s for 16). The wait is counted once for
+    all of them, then they are killed (here a wait of 0.5 s)."""
+    import multiprocessing as mp
+    import signal
+
+    import ssmrepro.engine.local as local
+
+    monkeypatch.setattr(local, "END_WAIT_S", 0.5)
+    ctx = mp.get_context("fork")
+    ready = ctx.Semaphore(0)
+    procs = [ctx.Process(target=_r57v_deaf_to_sigterm, args=(ready,), daemon=True)
+             for _ in range(3)]
+    for p in procs:
+        p.start()
+    for _ in procs:  # (each has set its handler)
+        assert ready.acquire(timeout=30)
+    t0 = time.monotonic()
+    local.end_workers(procs)
+    assert time.monotonic() - t0 < 1.2
+    assert [p.exitcode for p in procs] == [-signal.SIGKILL] * 3
