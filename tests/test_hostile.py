@@ -29042,3 +29042,142 @@ def test_r57s_a_dry_run_says_its_workers_are_capped_as_run_does(tmp_path, monkey
     assert engine.dry_run(spec, "smoke", tmp_path / "o", "cpu", estimate=False, workers=16,
                           engine="ray").warnings == []  # (Ray: no local workers)
     assert engine.workers_capped(3, "cpu") == "--workers 3 capped at 2 (one per CPU core)"
+
+
+def test_r57v_a_dataset_here_smaller_than_train_size_refuses_run_not_plot(tmp_path):
+    """A data root holding a smaller dataset than a profile's train.train_size (a ListOps set
+    generated with `--n 600` beside yu2025-tab2's 1600): `figures` (and `plot`, `show`) of
+    committed results was refused, exit 2, 'train.train_size 1600 exceeds the training split',
+    though it reads records only. The commands that read the data (`run`, its dry run,
+    `validate`) still refuse it; those that read records do not look at it."""
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", data / "lra/listops-1000")
+    spec = write_spec(tmp_path, task={"name": "lra_listops", "source": "lra_release"},
+                      model={"name": "ssm_lm", "d_model": 8, "d_state": 4}, sweep=[],
+                      train={"batch_size": 2, "train_size": 8, "epochs": 1, "val_size": 2,
+                             "test_size": 2})
+    out, env = tmp_path / "out", {"SSMREPRO_DATA": str(data)}
+    for args in (("validate", spec), ("run", spec, "--dry-run", "--no-estimate", "--out", out)):
+        _assert_refused(_invoke(*args, env=env), "train.train_size 8 exceeds the training "
+                        "split of task lra_listops (7 rows")
+    for args in (("show", spec, "--out", out), ("plot", spec, "--out", out)):
+        res = _invoke(*args, env=env)
+        assert "exceeds" not in res.output and "Traceback" not in res.output, res.output
+        assert res.exit_code == 0, res.output
+
+
+class _R57vStops:
+    """``os`` and ``shutil`` for ``ssmrepro.cli.data``: Ctrl-C (KeyboardInterrupt) right after
+    the ``os.replace`` for which ``after(src, dst)`` holds, or at the ``shutil.rmtree`` of a
+    folder holding a meta.json whose name ``rmtree_of`` starts; ``disk``: a folder on
+    another device than its parent (a mount point)."""
+
+    def __init__(self, module, after=None, rmtree_of=None, disk=None):
+        self.module, self.after, self.rmtree_of, self.disk = module, after, rmtree_of, disk
+
+    def __getattr__(self, name):
+        return getattr(self.module, name)
+
+    def replace(self, a, b):
+        os.replace(a, b)
+        if self.after is not None and self.after(Path(a), Path(b)):
+            self.after = None
+            raise KeyboardInterrupt
+
+    def stat(self, path, *a, **kw):
+        import types
+
+        st = os.stat(path, *a, **kw)
+        return types.SimpleNamespace(st_dev=st.st_dev + (Path(path) == self.disk))
+
+    def rmtree(self, path, *a, **kw):
+        if (self.rmtree_of and Path(path).name.startswith(self.rmtree_of)
+                and (Path(path) / "meta.json").exists()):
+            self.rmtree_of = None
+            raise KeyboardInterrupt
+        return shutil.rmtree(path, *a, **kw)
+
+
+def _r57v_forced_generates(tmp_path, monkeypatch, out, disk=None):
+    """Generate seed 6 at ``out``, then forced generates of seed 8 stopped at the swap (the old
+    one kept, whole) or while the old one, set aside, is removed (the new one there)."""
+    import ssmrepro.cli.data as data_cli
+
+    args = ("--n", "3", "--min-length", "1", "--max-length", "40", "--out", out)
+    assert _invoke("data", "generate", "listops", "--seed", "6", *args).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    scratch = ".generating" if disk else f".{out.name}.generating"
+    stops = ([lambda a, b: a == out / "basic_test.tsv",  # (meta.json and it set aside)
+              lambda a, b: b == out / "basic_train.tsv"] if disk  # (two of the new moved in)
+             else [lambda a, b: a == out])  # (the old folder set aside)
+    for after in [*stops, None]:
+        monkeypatch.setattr(data_cli, "os", _R57vStops(os, after=after, disk=disk))
+        monkeypatch.setattr(data_cli, "shutil", _R57vStops(
+            shutil, rmtree_of=None if after else scratch))
+        res = _invoke("data", "generate", "listops", "--seed", "8", *args, "--force")
+        monkeypatch.undo()
+        left = {p.name: p.read_bytes() for p in out.iterdir() if not p.name.startswith(".")}
+        if after is not None:
+            assert res.exit_code == 130 and "nothing was written" in res.output, res.output
+            assert left == before  # the old one, whole, as it was
+            assert not [p for p in (out if disk else tmp_path).iterdir()
+                        if p.name.startswith(scratch)], list(tmp_path.rglob("*"))
+        else:
+            assert res.exit_code == 130, res.output
+            assert f"{out} holds the new dataset, whole" in res.output, res.output
+            assert left.keys() == before.keys() and '"seed": 8' in left["meta.json"].decode()
+    # (what was set aside is removed by the next generate once this process is gone)
+    assert _invoke("data", "generate", "listops", "--seed", "6", *args, "--force").exit_code == 0
+
+
+def test_r57v_a_forced_generate_stopped_at_its_swap_leaves_one_whole_dataset(tmp_path,
+                                                                           monkeypatch):
+    """`data generate listops --force` stopped (Ctrl-C, SIGTERM) between moving the old dataset
+    aside and renaming the new one into place: both were removed ('nothing was written', and
+    no data left where the loaders read); stopped while the old one, set aside, was removed
+    (seconds for a large one): 'nothing was written' beside the new dataset. Now the old one is
+    put back, or the line says the new one is there."""
+    _r57v_forced_generates(tmp_path, monkeypatch, tmp_path / "listops")
+
+
+def test_r57v_a_forced_generate_into_a_mount_point_stopped_midway_keeps_one_whole(tmp_path,
+                                                                                monkeypatch):
+    """The same inside a mount point (`--out /mnt/disk`, replaced entry by entry): the old
+    entries were removed one by one, meta.json last, so Ctrl-C while a large one was removed
+    left its meta.json beside part of its files, 'nothing was written'. Now they are moved
+    aside (meta.json first) and put back when stopped before the new one is whole."""
+    out = tmp_path / "disk"
+    out.mkdir()
+    _r57v_forced_generates(tmp_path, monkeypatch, out, disk=out)
+
+
+def _r57v_deaf_to_sigterm(ready):
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    ready.release()
+    time.sleep(60)
+
+
+def test_r57v_workers_that_do_not_end_on_sigterm_are_waited_for_once(monkeypatch):
+    """`run --workers N` stopped while N workers do not end on SIGTERM: `end_workers` waited 10 s
+    for each in turn before killing it (30 s for 3, 160 s for 16). The wait is counted once for
+    all of them, then they are killed (here a wait of 0.5 s)."""
+    import multiprocessing as mp
+    import signal
+
+    import ssmrepro.engine.local as local
+
+    monkeypatch.setattr(local, "END_WAIT_S", 0.5)
+    ctx = mp.get_context("fork")
+    ready = ctx.Semaphore(0)
+    procs = [ctx.Process(target=_r57v_deaf_to_sigterm, args=(ready,), daemon=True)
+             for _ in range(3)]
+    for p in procs:
+        p.start()
+    for _ in procs:  # (each has set its handler)
+        assert ready.acquire(timeout=30)
+    t0 = time.monotonic()
+    local.end_workers(procs)
+    assert time.monotonic() - t0 < 1.2
+    assert [p.exitcode for p in procs] == [-signal.SIGKILL] * 3

@@ -122,14 +122,22 @@ def _died(err: WorkerDied) -> str:
     return f"{err}; {LEFT}"
 
 
+class _InPlace(KeyboardInterrupt):
+    """A generator stopped once its new dataset was in place (``_built_beside``): args[0] the
+    folder."""
+
+
 @contextmanager
 def _interrupted_says_what_is_left() -> Iterator[None]:
-    """Ctrl-C of a generator: one line saying what it left (``LEFT``), exit 130 (the line of
-    `run`, 'finished runs are saved', was printed)."""
+    """Ctrl-C of a generator: one line saying what it left (``LEFT``, or the new dataset in place
+    where it was stopped after the swap: ``_InPlace``), exit 130 (the line of `run`, 'finished
+    runs are saved', was printed)."""
     try:
         yield
-    except KeyboardInterrupt:
-        err_console.print(f"interrupted — {LEFT}", highlight=False, soft_wrap=True,
+    except KeyboardInterrupt as err:
+        line = (f"{err.args[0]} holds the new dataset, whole; what it replaced is removed by the "
+                "next `data generate` there" if isinstance(err, _InPlace) else LEFT)
+        err_console.print(f"interrupted — {line}", highlight=False, soft_wrap=True,
                           markup=False)
         raise typer.Exit(130) from None
 
@@ -157,8 +165,14 @@ def _built_beside(target: Path, force: bool = False) -> Iterator[Path]:
     With ``force`` the dataset there (``_prepare_out`` checked it is a generated one) is replaced
     at the end, when the new one is whole: it was removed at the start, so a generate stopped
     midway (Ctrl-C, a worker killed) said 'nothing was written' with the old data gone, and a
-    `run` meanwhile found no data."""
-    from ..util import fsync_dir, remove_tree, scratch_folder
+    `run` meanwhile found no data. The old one is moved aside (renames: in a mount point, entry
+    by entry, meta.json first) and removed once the new one is in place; a stop before that
+    puts it back, a stop after it says the new one is there (``_InPlace``). (Inside a mount
+    point its entries were removed one by one, meta.json last: Ctrl-C while a large one was
+    removed left its meta.json beside part of its files; a stop between the renames beside it,
+    or while the old one was removed, said 'nothing was written' beside the new dataset, or
+    with neither left.)"""
+    from ..util import fsync_dir, scratch_folder
 
     target.parent.mkdir(parents=True, exist_ok=True)
     # an empty --out that is a mount point (another file system than its parent's): built
@@ -168,21 +182,25 @@ def _built_beside(target: Path, force: bool = False) -> Iterator[Path]:
     tmp = scratch_folder(target if inside else target.parent,
                          GENERATING if inside else f".{target.name}{GENERATING}")
     old = _entries(target) if force else set()  # the dataset --force replaces
-    aside = None
+    aside, moved, placed = None, [], []  # where the old one goes; (inside) the names moved
+    # there, and the new one's moved in
+    whole = False  # the block ended: ``tmp`` holds the new dataset, meta.json written last
     try:
         yield tmp
+        whole = True
         there = _entries(target)
         if there and there != old:
             _fail(_written_meanwhile(target, force), code=1)
         if inside:
-            for name in sorted(n for n, *_ in there if n != "meta.json") + ["meta.json"] * bool(
-                    there):  # meta.json first: a dataset without it is not a whole one
-                entry = target / name
-                if entry.is_dir() and not entry.is_symlink():
-                    remove_tree(entry)
-                else:
-                    entry.unlink(missing_ok=True)
+            if there:  # (removed below; if killed, by the next generate)
+                aside = scratch_folder(target, GENERATING)
+                aside.mkdir()
+                for name in sorted((n for n, *_ in there), key=lambda n: n != "meta.json"):
+                    moved.append(name)  # (before: a stop between would lose it)
+                    os.replace(target / name, aside / name)  # meta.json first: a dataset
+                    # without it is not a whole one
             for entry in sorted(tmp.iterdir(), key=lambda p: p.name == "meta.json"):
+                placed.append(entry.name)
                 os.replace(entry, target / entry.name)  # meta.json last: it marks a whole one
             fsync_dir(target)
             return
@@ -199,10 +217,42 @@ def _built_beside(target: Path, force: bool = False) -> Iterator[Path]:
                 raise
             _fail(_written_meanwhile(target, force), code=1)
         fsync_dir(target.parent)
+    except KeyboardInterrupt:
+        if whole and not (tmp / "meta.json").exists():  # stopped once the new one was in place
+            raise _InPlace(target) from None
+        raise
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if aside is not None:
-            shutil.rmtree(aside, ignore_errors=True)
+        if whole and aside is not None and (tmp / "meta.json").exists():  # stopped before the
+            _put_back(target, aside, moved, placed, inside)  # new one was in place: the old
+            # one back
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if aside is not None:
+                shutil.rmtree(aside, ignore_errors=True)
+        except KeyboardInterrupt:  # (a large old dataset takes seconds to remove)
+            if whole and not (tmp / "meta.json").exists():
+                raise _InPlace(target) from None
+            raise
+
+
+def _put_back(target: Path, aside: Path, moved: list[str], placed: list[str],
+              inside: bool) -> None:
+    """Put the dataset moved aside by ``_built_beside`` back at ``target`` (the generate stopped
+    before the new one was in place): the folder itself, or (inside a mount point) the entries
+    ``moved``, once the new one's ``placed`` there are removed (meta.json last of all)."""
+    if not inside:
+        if not os.path.lexists(target) and aside.exists():
+            os.replace(aside, target)
+        return
+    for name in placed:  # (its meta.json is not among them: the new one was not whole there)
+        entry = target / name
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    for name in sorted(moved, key=lambda n: n == "meta.json"):
+        if os.path.lexists(aside / name):  # (stopped before its move, it is still there)
+            os.replace(aside / name, target / name)
 
 
 def _entries(target: Path) -> set[tuple]:
@@ -309,10 +359,14 @@ GENERATED_NAMES = frozenset({"meta.json", "basic_train.tsv", "basic_val.tsv", "b
 
 
 def _foreign_entries(target: Path) -> list[str]:
-    """Entries of ``target`` that no generator writes (``--force`` must not delete them)."""
+    """Entries of ``target`` that no generator writes (``--force`` must not delete them). A
+    generate's scratch folder inside a mount point (``_built_beside``: a running one's, or what
+    a stopped one set aside) is a generator's, left alone by --force (it was named as one no
+    generator writes)."""
     return sorted(p.name for p in target.iterdir()
                   if p.name not in GENERATED_NAMES and not (p.name.startswith(".")
-                                                            and p.name.endswith(".tmp")))
+                                                            and p.name.endswith(".tmp"))
+                  and not p.name.startswith(f"{GENERATING}-"))
 
 
 def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:

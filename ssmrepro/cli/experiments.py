@@ -519,7 +519,10 @@ def validate(
             spec = load_spec(p) if p else find_spec(name)  # type: ignore[arg-type]
             runs = {}
             for prof in spec.profiles:
-                runs[prof] = expand(spec, prof, overrides=overrides)
+                # against the data here too, as `run` checks it (`figures`, `plot`, `verify`,
+                # `show` read records: a dataset here smaller than a profile's train_size is
+                # no reason to refuse them)
+                runs[prof] = expand(spec, prof, overrides=overrides, data=True)
                 total = sum(map(len, runs.values()))
                 if total > MAX_SPEC_RUNS:  # each profile within its bound, together unbounded
                     raise SpecError([f"{spec.path or spec.id}: profiles: {', '.join(runs)} expand "
@@ -695,7 +698,8 @@ def run(
     else:
         dev = select_device(device)
         be, why = select_backend(backend, dev)
-    runs = expand(spec, profile, overrides=overrides)
+    # checked against the data here, which the runs read (a Ray cluster's workers: their own)
+    runs = expand(spec, profile, overrides=overrides, data=engine == "local" or dry_run)
     overrides = _effective(spec, profile, overrides)  # the same runs, without the idle keys
     bad = validate_outputs(spec, runs)
     if bad:

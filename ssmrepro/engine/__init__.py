@@ -123,8 +123,9 @@ class RunSummary:
 
 
 def _pending(spec: Spec, profile: str, store: Store, max_runs: int | None,
-             overrides: dict | None = None):
-    runs = expand(spec, profile, overrides=overrides)
+             overrides: dict | None = None, data: bool = True):
+    # ``data``: the runs checked against the data here (``sweep.expand``), which they read
+    runs = expand(spec, profile, overrides=overrides, data=data)
     unique = unique_runs(runs)
     pending = [r for r in unique if not store.is_done(r.run_id)]
     if max_runs is not None and len(pending) > max_runs:
@@ -399,7 +400,8 @@ def run_experiment(
     store = open_store(spec, out)
     store.cleanup()
     load = other_load()  # before our own calibration and training add to it
-    runs, unique, pending = _pending(spec, profile, store, max_runs, overrides)
+    runs, unique, pending = _pending(spec, profile, store, max_runs, overrides,
+                                     data=engine == "local")  # (a Ray cluster's: its own)
     # a run the `run` of a spec this one reuses trains too is claimed and recorded in its store
     store.homes, more = shared_homes(spec, profile, overrides, out, [r.run_id for r in unique])
     done_before = len(unique) - len([r for r in unique if not store.is_done(r.run_id)])

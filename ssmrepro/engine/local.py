@@ -408,10 +408,11 @@ def worker_death(exitcode: int | None, pack: Pack | None = None) -> str:
 
 
 def end_workers(procs: list) -> None:
-    """End the worker processes ``procs`` (SIGTERM, then SIGKILL for one still alive 10 s later)
-    and join them. One stopped (SIGSTOP, a ^Z of it) is continued: its SIGTERM waited for a
-    SIGCONT, and Python's exit joins a live worker without a time limit, so `run` sent SIGTERM
-    (or Ctrl-C) never ended."""
+    """End the worker processes ``procs`` (SIGTERM, then SIGKILL for those still alive 10 s
+    later) and join them. One stopped (SIGSTOP, a ^Z of it) is continued: its SIGTERM waited for
+    a SIGCONT, and Python's exit joins a live worker without a time limit, so `run` sent SIGTERM
+    (or Ctrl-C) never ended. The 10 s are counted once for all (each worker that did not end on
+    SIGTERM was waited for 10 s after the last: 160 s for `--workers 16`)."""
     for p in procs:
         if p.is_alive():
             p.terminate()
@@ -419,11 +420,21 @@ def end_workers(procs: list) -> None:
                 os.kill(p.pid, signal.SIGCONT)
             except OSError:  # (gone meanwhile)
                 pass
+    _join_all(procs)
     for p in procs:
-        p.join(timeout=10)
         if p.is_alive():  # (one that does not end on SIGTERM)
             p.kill()
-            p.join(timeout=10)
+    _join_all(procs)
+
+
+END_WAIT_S = 10.0  # how long ``end_workers`` waits for its workers after each signal
+
+
+def _join_all(procs: list) -> None:
+    """Join ``procs`` for at most ``END_WAIT_S`` in all."""
+    deadline = time.monotonic() + END_WAIT_S
+    for p in procs:
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 def run_workers(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, workers: int,

@@ -359,10 +359,11 @@ class SectionError(Exception):
         self.section, self.err, self.model = section, err, model  # model: the config class
 
 
-def validate_sections(cfg: dict[str, Any]) -> tuple[TaskConfig, ModelConfig, TrainConfig]:
+def validate_sections(cfg: dict[str, Any], data: bool = False
+                      ) -> tuple[TaskConfig, ModelConfig, TrainConfig]:
     """Typed configs of one run; raises KeyError for unknown names, SectionError for invalid
     fields (``train.evals.<name>`` overrides included) and ValueError for a train section that
-    does not fit its task (see ``check_task_data``)."""
+    does not fit its task (see ``check_task_data``; ``data``: against the data here too)."""
     for section in SECTIONS:  # field names are text (they become keyword arguments)
         odd = [k for k in cfg[section] if not isinstance(k, str)]
         if odd:
@@ -403,7 +404,7 @@ def validate_sections(cfg: dict[str, Any]) -> tuple[TaskConfig, ModelConfig, Tra
         # `T: '20'` are one evaluation set, but were three run ids (the run trained thrice)
         train = train.model_copy(update={"evals": typed})
     refuse_unread_task(task, train.evals, evals)
-    check_task_data(task_cls, task, train, evals)
+    check_task_data(task_cls, task, train, evals, data)
     return task, model, train
 
 
@@ -468,12 +469,15 @@ def _unlike(given: dict[str, Any], parsed: dict[str, Any]) -> tuple[str, Any, An
 
 
 def check_task_data(task_cls: type[Task], task: TaskConfig, train: TrainConfig,
-                    evals: dict[str, TaskConfig]) -> None:
+                    evals: dict[str, TaskConfig], data: bool = False) -> None:
     """A dataset task needs ``train.train_size`` within its training split, and an evaluation set
     must keep the run's inputs and outputs and have test rows (``tasks.eval_set_problem``). What
-    needs the data is checked here when the data is present (it is loaded once per process and
-    cached); otherwise the run checks it before training (``train.check_pack``) and fails with
-    ``DataUnavailable``."""
+    needs the data of a task that reads it (``Task.reads_data``) is checked here with ``data``
+    (the commands that read it: `run`, its dry run, `validate`) when the data is present (it is
+    loaded once per process and cached); otherwise the run checks it before training
+    (``train.check_pack``) and fails with ``DataUnavailable``. Without ``data`` the runs of a
+    spec are the same on every machine: `figures` of committed results was refused for a
+    smaller dataset generated here (train.train_size 1600 exceeds the training split ...)."""
     err = fixed_split_error(task_cls, None, train.train_size)
     if err:
         raise ValueError(err)
@@ -481,6 +485,8 @@ def check_task_data(task_cls: type[Task], task: TaskConfig, train: TrainConfig,
         why = config.dtype_problem(train.dtype)
         if why:
             raise ValueError(f"{where}: {why} (train.dtype {train.dtype})")
+    if task_cls.reads_data and not data:
+        return
     try:  # synthetic tasks build instantly; dataset tasks load (or reuse) their data
         base = build_task(task)
         built = {}
@@ -688,11 +694,12 @@ def _set_value_named(line: str, path: Any, given: dict[str, Any]) -> str:
 
 
 def expand(spec: Spec, profile: str | None = None,
-           overrides: dict[str, Any] | None = None) -> list[RunConfig]:
+           overrides: dict[str, Any] | None = None, data: bool = False) -> list[RunConfig]:
     """All runs of ``spec`` under ``profile`` (default: the spec's default profile), with
     ``overrides`` ({dotted key: value}) applied after the profile's ``set``; validated like the
     YAML, and part of every run id (they change the config). None for an analytic spec (its
-    table is computed by the report stage)."""
+    table is computed by the report stage). ``data``: the runs are checked against the data
+    here too (``check_task_data``), for the commands that read it."""
     profile = spec.default_profile if profile is None else profile  # "" names no profile
     if profile not in spec.profiles:
         raise SpecError([f"{spec.path}: unknown profile {profile!r} (have {sorted(spec.profiles)})"])
@@ -834,7 +841,7 @@ def expand(spec: Spec, profile: str | None = None,
                     excluded_by.setdefault(case, {})[false] = None
                 continue
             kept.update(cases[i])
-            task, model, train = validate_sections(cfg)
+            task, model, train = validate_sections(cfg, data)
             ident = {"task": lean(task), "model": lean(model), "train": lean(train)}  # per point
             if drops:
                 refuse_dropped(cfg, drops, ident)

@@ -327,6 +327,9 @@ class Task:
     Config: ClassVar[type[TaskConfig]]
     name: ClassVar[str]
     finite: ClassVar[bool] = False  # True: fixed splits of rows (needs train.train_size)
+    # True: built from data on this machine (a dataset, a corpus file), which may differ from
+    # another's; what it says is checked by the commands that read it (``sweep.expand``'s data)
+    reads_data: ClassVar[bool] = False
     # config fields that set which target an input has, unseen in the input (keep_nth's n):
     # field -> what it sets; an evaluation set must keep them (``eval_problem``)
     question: ClassVar[dict[str, str]] = {}

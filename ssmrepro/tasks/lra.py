@@ -323,6 +323,7 @@ class LRATask(Task):
 
     dataset: ClassVar[str]
     finite = True
+    reads_data = True
 
     def __init__(self, config: TaskConfig):
         super().__init__(config)

@@ -124,6 +124,7 @@ class TextCorpus(Task):
 
     Config = TextCorpusConfig
     name = "text_corpus"
+    reads_data = True
 
     def __init__(self, config: TextCorpusConfig):
         super().__init__(config)
