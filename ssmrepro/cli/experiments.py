@@ -166,7 +166,7 @@ def list_cmd(
                 continue
             runs = unique_runs(expand(s, shown))  # a run shared by two labels is one run, as
             # `run` and `run --dry-run` count it (koren2026-fig12 quick: 17 listed, 15 trained)
-            st = open_store(s, out)
+            st = open_store(s, out, readonly=True)
             done = sum(st.is_done(r.run_id) for r in runs)
             _store_warnings(st)
             table = output_name(s, shown, "results", "csv")
@@ -391,7 +391,7 @@ def show(
     if spec.analytic is not None:  # no task, model or training: it printed three empty
         # sections and an empty run table, never the table, parameters and grid it computes
         base = {"analytic": spec.analytic.model_dump(mode="json")}
-    store = open_store(spec, out)
+    store = open_store(spec, out, readonly=True)
     found = {r.run_id: store.record_status(r.run_id) for r in runs}
     table = _table_rows(spec, profile, out, _effective(spec, profile, overrides, say=False), runs,
                         [r for r in runs if found[r.run_id][1] is None], store)
