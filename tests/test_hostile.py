@@ -28916,3 +28916,24 @@ def test_r57w_bad_cost_cache_refused_before_the_store_is_made(tmp_path, cache):
                   env={"SSMREPRO_CACHE": cache})
     _assert_refused(res, "SSMREPRO_CACHE=")
     assert not out.exists() and not (ROOT / "docs/c").exists()
+
+
+@pytest.mark.parametrize("op,value,needle", [
+    (">=", 1.0000000005, None), (">", 0.9999999999, "test.acc > 0.9999999999 never holds"),
+    ("<=", 0.9999999999, "test.acc <= 0.9999999999 holds for every run"),
+    ("<", 1e-10, None),
+])
+def test_r57w_claim_range_checks_compare_as_the_verdict_does(tmp_path, op, value, needle):
+    """The verdict compares a claim's bound with relative tolerance 1e-9 (``checks.OPS``); the
+    range checks compared exactly: `test.acc >= 1.0000000005` was refused (1.0 PASSes it) and
+    `test.acc <= 0.9999999999`, which 1.0 PASSes too, was accepted, a claim that cannot fail."""
+    from ssmrepro.report.checks import OPS
+
+    claim = {"text": "t", "where": {"label": "S6"}, "op": op, "metric": "test.acc",
+             "value": value}
+    res = _invoke("validate", write_spec(tmp_path, claims=[claim]))
+    if needle is None:
+        assert res.exit_code == 0, res.output
+        assert any(OPS[op](x, value) for x in (0.0, 1.0)), "some accuracy meets it"
+    else:
+        _assert_refused(res, needle)
