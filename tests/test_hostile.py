@@ -28937,3 +28937,28 @@ def test_r57w_claim_range_checks_compare_as_the_verdict_does(tmp_path, op, value
         assert any(OPS[op](x, value) for x in (0.0, 1.0)), "some accuracy meets it"
     else:
         _assert_refused(res, needle)
+
+
+def test_r57w_a_twin_id_of_another_paper_is_refused_truly_and_by_the_dry_run(tmp_path,
+                                                                            monkeypatch):
+    """experiments/other/sz.yaml beside experiments/tests/sz.yaml: `validate` said the two
+    'would share one results folder' (they do not: results/<paper>/<id>), and `run <path>
+    --dry-run` planned the runs that `run` then refused. Both refuse, saying why: commands name a
+    spec by its id alone. A copy of the same paper still shares the folder, and says so."""
+    root = tmp_path / "proj"
+    (root / "ssmrepro").mkdir(parents=True)
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    for paper in ("tests", "other"):
+        (root / "experiments" / paper).mkdir(parents=True)
+        _one_run_spec(root / "experiments" / paper, name="sz", paper=paper)
+    spec = root / "experiments/tests/sz.yaml"
+    out = tmp_path / "out"
+    for cmd in (["validate", spec], ["run", spec, "--dry-run", "--no-estimate", "--out", out],
+                ["run", spec, "--out", out, "--no-calibrate"]):
+        res = _invoke(*cmd)
+        _assert_refused(res, "commands name a spec by its id alone")
+        assert "share one results folder" not in res.output, res.output
+    assert not out.exists()
+    copy = _one_run_spec(tmp_path, name="sz", paper="other")  # other/sz's folder, by its path
+    res = _invoke("run", copy, "--dry-run", "--no-estimate", "--out", out)
+    _assert_refused(res, "(the two would share one results folder)")

@@ -705,7 +705,8 @@ def run(
         be, why = "torch", (f"device {device}, backend torch (train.dtype float64: the CUDA "
                             "kernels have no float64)")
     be, why = backend_for_dtypes(be, why, backend, dtypes, dev)
-    if id_taken(spec) and not dry_run:  # it would write into the project spec's folder
+    if id_taken(spec):  # it would write into the project spec's folder (refused by the dry
+        # run too, as by `validate`: it planned runs that `run` then refused)
         fail([id_taken(spec)])
     if spec.analytic is None:  # (no device trains an analytic table)
         out_console.print(f"[dim]{escape(why)}[/]")
