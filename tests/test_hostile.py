@@ -28962,3 +28962,32 @@ def test_r57w_a_twin_id_of_another_paper_is_refused_truly_and_by_the_dry_run(tmp
     copy = _one_run_spec(tmp_path, name="sz", paper="other")  # other/sz's folder, by its path
     res = _invoke("run", copy, "--dry-run", "--no-estimate", "--out", out)
     _assert_refused(res, "(the two would share one results folder)")
+
+
+def test_r57w_a_front_page_linked_outside_out_is_refused_as_a_specs_outputs_are(tmp_path):
+    """`figures --out L` where L/README.md is a symbolic link to a file outside L replaced the
+    link with a regular file, exit 0, where a spec's own outputs linked the same way are refused
+    (exit 2). The front page follows their rule now, before any rebuilding; a link inside L is
+    fine (replaced, as theirs are)."""
+    root = tmp_path / "proj"
+    (root / "experiments" / "tests").mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    (root / "experiments" / "catalogue.yaml").write_text(
+        "papers: {tests: Tests}\ntargets:\n  - {id: t-spec, paper: tests, tier: 1, what: tiny}\n")
+    shutil.copy(_one_run_spec(tmp_path), root / "experiments" / "tests")
+    results = tmp_path / "R"
+    (results / "tests" / "t-spec").mkdir(parents=True)
+    outside = tmp_path / "outside.md"
+    outside.write_text("keep")
+    (results / "README.md").symlink_to(outside)
+    env = {"SSMREPRO_ROOT": str(root)}
+    for extra in ([], ["--no-rebuild"]):
+        res = _invoke("figures", "--out", results, *extra, env=env)
+        _assert_refused(res, "README.md is a symbolic link to", "writes only inside --out")
+        assert (results / "README.md").is_symlink() and outside.read_text() == "keep"
+    (results / "README.md").unlink()
+    (results / "in.md").write_text("x")
+    (results / "README.md").symlink_to("in.md")
+    res = _invoke("figures", "--out", results, "--no-rebuild", env=env)
+    assert res.exit_code == 0, res.output
+    assert not (results / "README.md").is_symlink() and (results / "in.md").read_text() == "x"

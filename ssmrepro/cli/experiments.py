@@ -1255,7 +1255,7 @@ def figures(
     """Rebuild every figure, summary, curves table and report from the committed results (no
     training) and write the front page, results/README.md (what `make figures` runs)."""
     from ..plots.export import misplaced_root
-    from ..plots.frontpage import checked_catalogue, front_page, rebuild_all
+    from ..plots.frontpage import check_front_link, checked_catalogue, front_page, rebuild_all
     from ..util import folder_problem, repo_root
 
     root = out if out is not None else repo_root() / "results"
@@ -1264,6 +1264,7 @@ def figures(
         fail([f"{root}: {why} (the results root to rebuild; --out)"])
     _write_root(out)  # `--out .` in the project folder replaced its README.md
     checked_catalogue()  # a catalogue the front page refuses is said before the minute rebuilding
+    check_front_link(out)  # (and a front page linked outside --out)
     if not no_rebuild:
         rebuild_all(out, echo=lambda m: console.print(m, highlight=False, markup=False),
                     warn=lambda m: err_console.print(m, highlight=False, markup=False,
