@@ -1035,7 +1035,9 @@ class Store:
             # deleted, quarantined as damaged, or another run's: the analyses had no weights to
             # read, and `plot` said `run` trained them, which found the run done. (Being trained
             # again now by another process: said by ``_distrust_weights``.)
-            if self._trained_elsewhere(run_id) is None:
+            if self._trained_elsewhere(run_id) is None and not (
+                    self.readonly and (self.runs / f"{run_id}.pt").exists()):  # (left in place,
+                # said by ``_distrust_weights``: not 'has its record but not its saved weights')
                 self._warn(f"run {run_id} has its record but not its saved weights (runs/"
                            f"{run_id}.pt; the spec keeps them for its analyses): the run will "
                            "be trained again")
