@@ -1318,8 +1318,18 @@ def id_taken(spec: Spec) -> str | None:
         return (f"{spec.path}: id: {spec.id!r} is the alias of {other}; a spec given by its "
                 f"path needs an id of its own (`ssmrepro show {spec.id}` names that spec)")
     relation = "differs only in case from the id" if other.stem != spec.id else "is the id"
+    try:  # results/<paper>/<id>: a spec of another paper has a folder of its own, and `validate`
+        # said 'the two would share one results folder' of two specs that do not
+        raw = parse_yaml(_read_spec_text(other))
+        paper = raw.get("paper") if isinstance(raw, dict) else None
+    except _UNREADABLE:
+        paper = None
+    why = (f"commands name a spec by its id alone, as `ssmrepro show {spec.id}` does"
+           if paper != spec.paper else
+           "the two would share one results folder" + (" on a case-insensitive disk"
+                                                       if other.stem != spec.id else ""))
     return (f"{spec.path}: id: {spec.id!r} {relation} of {other}; a spec given by its path needs "
-            "an id of its own (the two would share one results folder)")
+            f"an id of its own ({why})")
 
 
 def load_project_spec(path: Path) -> Spec:

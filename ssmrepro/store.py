@@ -777,6 +777,9 @@ class WeightsDoNotFit(ValueError):
 _RECORD_WARNING = re.compile(r"(ignoring run record (.+?\.json)|run record (\S+\.json) "
                              r"quarantined to \S+): (.*)", re.DOTALL)
 MAX_NAMED_RECORDS = 3  # records of one reason named one by one; more are one warning
+# what a read-only command (``Store.readonly``) says of a record or weights file of its own
+# that `run` quarantines: it is left where it is
+_RUN_QUARANTINES = "; left in place (`run` moves it to runs/quarantine/ and trains the run again)"
 
 
 def _grouped(warnings: list[str]) -> list[str]:
@@ -814,8 +817,11 @@ class Store:
     finished run's weights (``save_weights``, read by its analyses): a run whose record is there
     but whose weights are not is not done (it is trained again). ``analyses``: the training-time
     analyses the spec records (``decay_histogram``): a finished run whose record lacks one is not
-    done either. ``readonly``: a command that only reads the store (`export`) moves nothing: an
-    invalid record of its own is ignored with a warning, as one of a reused store is."""
+    done either. ``readonly``: a command that only reads the store (`export`, `show`, `list`,
+    `run --dry-run`) moves and touches nothing: an invalid record or weights file of its own is
+    ignored with a warning saying that `run` quarantines it (``_distrust``), a claim dated in
+    the future is left as it is (``_date_now``); `show` and `run --dry-run` moved damaged
+    weights (and records) into ``runs/quarantine/``."""
 
     def __init__(self, root: Path, stale_after: float = 600.0, reuse: list[Path] | None = None,
                  weights: bool = False, analyses: tuple[str, ...] = (), readonly: bool = False):
@@ -903,7 +909,7 @@ class Store:
                     self._warn(f"ignoring run record {path}: {why}; `run` trains the run again")
                     changed = True
                     continue
-            self._distrust(path, why, quarantine=k == 0 and not self.readonly)
+            self._distrust(path, why, quarantine=k == 0)
         if unfinished is not None:
             return unfinished
         if changed:
@@ -950,8 +956,11 @@ class Store:
         return names
 
     def _distrust(self, path: Path, why: str, quarantine: bool) -> None:
-        if not quarantine:
-            self._warn(f"ignoring run record {path}: {why}")
+        """Quarantine the invalid record ``path`` (``quarantine``: this store's own), with a
+        warning; a reused store's, or any in a ``readonly`` store, is ignored with one."""
+        if not quarantine or self.readonly:
+            self._warn(f"ignoring run record {path}: {why}" + (_RUN_QUARANTINES if quarantine
+                                                                else ""))
             return
         try:
             dest = self._quarantine(path)
@@ -1026,7 +1035,9 @@ class Store:
             # deleted, quarantined as damaged, or another run's: the analyses had no weights to
             # read, and `plot` said `run` trained them, which found the run done. (Being trained
             # again now by another process: said by ``_distrust_weights``.)
-            if self._trained_elsewhere(run_id) is None:
+            if self._trained_elsewhere(run_id) is None and not (
+                    self.readonly and (self.runs / f"{run_id}.pt").exists()):  # (left in place,
+                # said by ``_distrust_weights``: not 'has its record but not its saved weights')
                 self._warn(f"run {run_id} has its record but not its saved weights (runs/"
                            f"{run_id}.pt; the spec keeps them for its analyses): the run will "
                            "be trained again")
@@ -1233,7 +1244,9 @@ class Store:
             self._warn(f"saved weights {path.name} are not (yet) those its record names: the "
                        f"run is being trained now ({holder}); not used")
             return
-        if quarantine:
+        if quarantine and self.readonly:
+            why += _RUN_QUARANTINES
+        elif quarantine:
             try:
                 dest = self._quarantine(path)
             except OSError as err:
@@ -1323,7 +1336,8 @@ class Store:
         the run until the clock caught up (an hour, a year): `run` waited on it all along.
         Only inside the results root (a claim reached through a link outside is left)."""
         try:
-            if not path.resolve().is_relative_to(self.root.parents[1].resolve()):
+            if self.readonly or not path.resolve().is_relative_to(
+                    self.root.parents[1].resolve()):
                 return
             os.utime(path)
         except (OSError, RuntimeError):  # not ours to touch, gone, a link loop: as before

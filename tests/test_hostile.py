@@ -2074,6 +2074,11 @@ def test_a_record_quarantined_outside_run_is_said(tmp_path, args):
     record.write_text("garbage")
     res = _invoke(args[0], spec, *args[1:], "--out", out, "--profile", "smoke")
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    if args[0] in ("show", "run"):  # they only read: the record is left where it is
+        assert f"ignoring run record {record}" in res.output, res.output
+        assert "left in place (`run` moves it to runs/quarantine/" in res.output, res.output
+        assert record.exists() and not (record.parent / "quarantine").exists()
+        return
     assert f"run record {record.name} quarantined" in res.output, res.output
     assert not record.exists() and list((record.parent / "quarantine").iterdir())
 
@@ -2535,9 +2540,10 @@ def test_a_record_with_an_impossible_loss_is_quarantined(trained_store, tmp_path
         rec["history"][0][key] = value
     path.write_text(json.dumps(rec))
     res = _invoke("show", spec, "--out", tmp_path / "out")
+    said = " ".join(res.output.split())
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
-    assert "quarantined" in res.output and key in res.output, res.output
-    assert not path.exists()
+    assert "`run` moves it to runs/quarantine/" in said and key in said, res.output
+    assert path.exists()  # `show` only reads
 
 
 def test_a_claim_threshold_no_loss_meets_is_refused(tmp_path):
@@ -3356,7 +3362,7 @@ def test_a_quarantine_folder_linked_outside_out_is_not_written_through(trained_s
     record = next((store / "runs").glob("*.json"))
     record.write_text("garbage")  # show and run --dry-run moved it out of --out
     res = _invoke(args[0], spec, *args[1:], "--out", tmp_path / "out", "--profile", "smoke")
-    assert res.exit_code == 0 and "cannot quarantine it" in res.output, res.output
+    assert res.exit_code == 0 and "left in place" in res.output, res.output  # (they only read)
     assert "Traceback" not in res.output
     assert not list(elsewhere.iterdir()) and record.read_text() == "garbage"
 
@@ -5288,8 +5294,8 @@ def test_run_does_not_count_a_run_done_whose_weights_are_another_runs(tmp_path):
     res = _invoke("run", spec, *args, "--dry-run", "--no-estimate")
     said = " ".join(res.output.split())
     assert res.exit_code == 0 and "1 done, 1 pending" in said, res.output
-    assert f"saved weights {by_seed[0].name} quarantined" in said, res.output
-    shutil.copy(by_seed[1], by_seed[0])  # again (the dry run quarantined them)
+    assert f"ignoring unreadable weights {by_seed[0]}" in said, res.output
+    assert "left in place" in said and by_seed[0].exists()  # (the dry run moves nothing)
     res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1", "--no-plot")
     assert res.exit_code == 0 and "trained 1 runs" in " ".join(res.output.split()), res.output
 
@@ -7905,7 +7911,7 @@ def test_warnings_of_dry_run_and_figures_go_to_stderr(tmp_path):
     record.write_text('{"broken')
     res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--dry-run", "--no-estimate")
     assert res.exit_code == 0, res.output
-    assert "quarantined" in res.stderr and "warning:" not in res.stdout, res.stdout
+    assert "ignoring run record" in res.stderr and "warning:" not in res.stdout, res.stdout
     assert "1 runs, 0 done, 1 pending" in res.stdout, res.stdout
 
     root = tmp_path / "proj"
@@ -14808,7 +14814,7 @@ def test_the_cost_cache_keeps_the_timings_of_each_scan_backend_apart(tmp_path, m
     class Planned(Exception):
         pass
 
-    def fake(device, workers=None, threads=None, backend="torch"):
+    def fake(device, workers=None, threads=None, backend="torch", path=None):
         called["backend"] = backend
         raise Planned
 
@@ -25291,7 +25297,8 @@ def test_r50s_an_lra_record_whose_data_sample_is_not_a_digest_is_edited(tmp_path
     res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1",
                   "--no-plot", "--dry-run")
     said = " ".join(res.output.split())
-    assert res.exit_code == 0 and "quarantined" in said and "x" * 50 not in said, said
+    assert res.exit_code == 0 and "`run` moves it to runs/quarantine/" in said, said
+    assert "x" * 50 not in said, said
 
 
 def test_r50s_run_with_its_outputs_warns_of_newer_records_once(tmp_path):
@@ -29181,3 +29188,125 @@ def test_r57v_workers_that_do_not_end_on_sigterm_are_waited_for_once(monkeypatch
     local.end_workers(procs)
     assert time.monotonic() - t0 < 1.2
     assert [p.exitcode for p in procs] == [-signal.SIGKILL] * 3
+
+
+def _r57w_snapshot(folder: Path) -> list[tuple]:
+    """Every path under ``folder`` with its size, mtime and inode: what a command changed."""
+    return sorted((str(p.relative_to(folder)), p.lstat().st_size, p.lstat().st_mtime_ns,
+                   p.lstat().st_ino) for p in [folder, *folder.rglob("*")])
+
+
+@pytest.mark.parametrize("damage", ["weights", "record"])
+def test_r57w_read_only_commands_move_no_damaged_weights_or_record(tmp_path, damage):
+    """`run --dry-run` (with or without --no-estimate) and `show` of a store whose saved weights
+    (or run record) are damaged moved them into runs/quarantine/; they leave them in place now,
+    saying that `run` quarantines them and trains the run again, and `run` still does."""
+    spec = _one_run_spec(tmp_path, save_weights=True, analysis=["output_variance"],
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2})
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1", "--no-plot")
+    assert res.exit_code == 0, res.output
+    (weights,) = (out / "tests" / "t-spec" / "runs").glob("*.pt")
+    damaged = weights if damage == "weights" else weights.with_suffix(".json")
+    damaged.write_bytes(damaged.read_bytes()[:100])
+    before = _r57w_snapshot(out)
+    env = {"SSMREPRO_CACHE": str(tmp_path / "cache")}
+    for cmd in (["run", spec, *args, "--dry-run", "--no-estimate"], ["show", spec, *args]):
+        res = _invoke(*cmd, env=env)
+        said = " ".join(res.output.split())
+        assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+        assert "left in place (`run` moves it to runs/quarantine/ and trains the run again)" \
+            in said, res.output
+        assert _r57w_snapshot(out) == before, cmd
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1", "--no-plot")
+    assert res.exit_code == 0 and "trained 1 runs" in res.output, res.output
+    assert list((weights.parent / "quarantine").glob(f"{damaged.name}.*"))
+
+
+@pytest.mark.parametrize("cache", ["relc", "PROJECT/docs/c"])
+def test_r57w_bad_cost_cache_refused_before_the_store_is_made(tmp_path, cache):
+    """A relative SSMREPRO_CACHE, or one inside the project, was refused only after `run` had
+    made the store's empty runs/ and claims/ folders under --out: nothing is made now."""
+    spec = _one_run_spec(tmp_path)
+    out = tmp_path / "out"
+    cache = cache.replace("PROJECT", str(ROOT))
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1",
+                  env={"SSMREPRO_CACHE": cache})
+    _assert_refused(res, "SSMREPRO_CACHE=")
+    assert not out.exists() and not (ROOT / "docs/c").exists()
+
+
+@pytest.mark.parametrize("op,value,needle", [
+    (">=", 1.0000000005, None), (">", 0.9999999999, "test.acc > 0.9999999999 never holds"),
+    ("<=", 0.9999999999, "test.acc <= 0.9999999999 holds for every run"),
+    ("<", 1e-10, None),
+])
+def test_r57w_claim_range_checks_compare_as_the_verdict_does(tmp_path, op, value, needle):
+    """The verdict compares a claim's bound with relative tolerance 1e-9 (``checks.OPS``); the
+    range checks compared exactly: `test.acc >= 1.0000000005` was refused (1.0 PASSes it) and
+    `test.acc <= 0.9999999999`, which 1.0 PASSes too, was accepted, a claim that cannot fail."""
+    from ssmrepro.report.checks import OPS
+
+    claim = {"text": "t", "where": {"label": "S6"}, "op": op, "metric": "test.acc",
+             "value": value}
+    res = _invoke("validate", write_spec(tmp_path, claims=[claim]))
+    if needle is None:
+        assert res.exit_code == 0, res.output
+        assert any(OPS[op](x, value) for x in (0.0, 1.0)), "some accuracy meets it"
+    else:
+        _assert_refused(res, needle)
+
+
+def test_r57w_a_twin_id_of_another_paper_is_refused_truly_and_by_the_dry_run(tmp_path,
+                                                                            monkeypatch):
+    """experiments/other/sz.yaml beside experiments/tests/sz.yaml: `validate` said the two
+    'would share one results folder' (they do not: results/<paper>/<id>), and `run <path>
+    --dry-run` planned the runs that `run` then refused. Both refuse, saying why: commands name a
+    spec by its id alone. A copy of the same paper still shares the folder, and says so."""
+    root = tmp_path / "proj"
+    (root / "ssmrepro").mkdir(parents=True)
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    for paper in ("tests", "other"):
+        (root / "experiments" / paper).mkdir(parents=True)
+        _one_run_spec(root / "experiments" / paper, name="sz", paper=paper)
+    spec = root / "experiments/tests/sz.yaml"
+    out = tmp_path / "out"
+    for cmd in (["validate", spec], ["run", spec, "--dry-run", "--no-estimate", "--out", out],
+                ["run", spec, "--out", out, "--no-calibrate"]):
+        res = _invoke(*cmd)
+        _assert_refused(res, "commands name a spec by its id alone")
+        assert "share one results folder" not in res.output, res.output
+    assert not out.exists()
+    copy = _one_run_spec(tmp_path, name="sz", paper="other")  # other/sz's folder, by its path
+    res = _invoke("run", copy, "--dry-run", "--no-estimate", "--out", out)
+    _assert_refused(res, "(the two would share one results folder)")
+
+
+def test_r57w_a_front_page_linked_outside_out_is_refused_as_a_specs_outputs_are(tmp_path):
+    """`figures --out L` where L/README.md is a symbolic link to a file outside L replaced the
+    link with a regular file, exit 0, where a spec's own outputs linked the same way are refused
+    (exit 2). The front page follows their rule now, before any rebuilding; a link inside L is
+    fine (replaced, as theirs are)."""
+    root = tmp_path / "proj"
+    (root / "experiments" / "tests").mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    (root / "experiments" / "catalogue.yaml").write_text(
+        "papers: {tests: Tests}\ntargets:\n  - {id: t-spec, paper: tests, tier: 1, what: tiny}\n")
+    shutil.copy(_one_run_spec(tmp_path), root / "experiments" / "tests")
+    results = tmp_path / "R"
+    (results / "tests" / "t-spec").mkdir(parents=True)
+    outside = tmp_path / "outside.md"
+    outside.write_text("keep")
+    (results / "README.md").symlink_to(outside)
+    env = {"SSMREPRO_ROOT": str(root)}
+    for extra in ([], ["--no-rebuild"]):
+        res = _invoke("figures", "--out", results, *extra, env=env)
+        _assert_refused(res, "README.md is a symbolic link to", "writes only inside --out")
+        assert (results / "README.md").is_symlink() and outside.read_text() == "keep"
+    (results / "README.md").unlink()
+    (results / "in.md").write_text("x")
+    (results / "README.md").symlink_to("in.md")
+    res = _invoke("figures", "--out", results, "--no-rebuild", env=env)
+    assert res.exit_code == 0, res.output
+    assert not (results / "README.md").is_symlink() and (results / "in.md").read_text() == "x"

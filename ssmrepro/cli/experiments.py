@@ -166,7 +166,7 @@ def list_cmd(
                 continue
             runs = unique_runs(expand(s, shown))  # a run shared by two labels is one run, as
             # `run` and `run --dry-run` count it (koren2026-fig12 quick: 17 listed, 15 trained)
-            st = open_store(s, out)
+            st = open_store(s, out, readonly=True)
             done = sum(st.is_done(r.run_id) for r in runs)
             _store_warnings(st)
             table = output_name(s, shown, "results", "csv")
@@ -391,7 +391,7 @@ def show(
     if spec.analytic is not None:  # no task, model or training: it printed three empty
         # sections and an empty run table, never the table, parameters and grid it computes
         base = {"analytic": spec.analytic.model_dump(mode="json")}
-    store = open_store(spec, out)
+    store = open_store(spec, out, readonly=True)
     found = {r.run_id: store.record_status(r.run_id) for r in runs}
     table = _table_rows(spec, profile, out, _effective(spec, profile, overrides, say=False), runs,
                         [r for r in runs if found[r.run_id][1] is None], store)
@@ -709,7 +709,8 @@ def run(
         be, why = "torch", (f"device {device}, backend torch (train.dtype float64: the CUDA "
                             "kernels have no float64)")
     be, why = backend_for_dtypes(be, why, backend, dtypes, dev)
-    if id_taken(spec) and not dry_run:  # it would write into the project spec's folder
+    if id_taken(spec):  # it would write into the project spec's folder (refused by the dry
+        # run too, as by `validate`: it planned runs that `run` then refused)
         fail([id_taken(spec)])
     if spec.analytic is None:  # (no device trains an analytic table)
         out_console.print(f"[dim]{escape(why)}[/]")
@@ -1258,7 +1259,7 @@ def figures(
     """Rebuild every figure, summary, curves table and report from the committed results (no
     training) and write the front page, results/README.md (what `make figures` runs)."""
     from ..plots.export import misplaced_root
-    from ..plots.frontpage import checked_catalogue, front_page, rebuild_all
+    from ..plots.frontpage import check_front_link, checked_catalogue, front_page, rebuild_all
     from ..util import folder_problem, repo_root
 
     root = out if out is not None else repo_root() / "results"
@@ -1267,6 +1268,7 @@ def figures(
         fail([f"{root}: {why} (the results root to rebuild; --out)"])
     _write_root(out)  # `--out .` in the project folder replaced its README.md
     checked_catalogue()  # a catalogue the front page refuses is said before the minute rebuilding
+    check_front_link(out)  # (and a front page linked outside --out)
     if not no_rebuild:
         rebuild_all(out, echo=lambda m: console.print(m, highlight=False, markup=False),
                     warn=lambda m: err_console.print(m, highlight=False, markup=False,

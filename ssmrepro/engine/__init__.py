@@ -189,14 +189,15 @@ def check_data(runs: list) -> None:
 
 
 def cost_model(device: str, workers: int | None = None, threads: int | None = None,
-               backend: str = "torch") -> CostModel:
+               backend: str = "torch", path: Path | None = None) -> CostModel:
     """The planner's cost model, timing with the thread count each worker will have (given, or
-    the cores split between the workers) on the scan ``backend`` they will use (torch | cuda)."""
+    the cores split between the workers) on the scan ``backend`` they will use (torch | cuda),
+    cached in ``path`` (default: ``cache_file()``)."""
     cores = default_workers(device, 10**9)
     return CostModel(device, threads=threads or max(1, (os.cpu_count() or 1)
                                                     // min(cores, workers or cores)),
                      backend=backend,
-                     path=cache_file())  # a bad $SSMREPRO_CACHE refused before any timing
+                     path=path or cache_file())  # a bad $SSMREPRO_CACHE refused before any timing
 
 
 def workers_capped(workers: int | None, device: str) -> str | None:
@@ -233,7 +234,7 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
     text corpus file)."""
     from ..tasks.lra import nominal_data
 
-    store = open_store(spec, out)
+    store = open_store(spec, out, readonly=True)  # it moves nothing
     _, unique, pending = _pending(spec, profile, store, max_runs, overrides)
     bad = (lr_scale_problems(pending) + construction_problems(pending)
            + init_std_problems(pending) + layer_spelling_problems(unique))  # as `run` refuses them
@@ -397,6 +398,9 @@ def run_experiment(
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r} ({' | '.join(ENGINES)})")
     t0 = time.monotonic()
+    # a bad $SSMREPRO_CACHE refused before anything is made or removed: it was refused at the
+    # calibration, after `prepare` had made the store's empty runs/ and claims/ folders
+    cache = cache_file() if calibrate and engine == "local" else None
     store = open_store(spec, out)
     store.cleanup()
     load = other_load()  # before our own calibration and training add to it
@@ -456,7 +460,7 @@ def run_experiment(
         want = min(workers or cap, cap)
         threads = threads_per_process(want, device, load)
     # the cost model times steps on this machine: it plans local runs, not a remote cluster's
-    costs = (cost_model(device, workers, threads, backend) if calibrate and engine == "local"
+    costs = (cost_model(device, workers, threads, backend, cache) if cache is not None
              else None)
     avail = room if engine == "ray" and pending else None  # (None: measured here)
     # local CPU workers share one memory: packs sized for as many as will train at once

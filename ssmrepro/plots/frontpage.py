@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from ..spec import (
     spec_paths,
     yaml_problem,
 )
-from ..store import TableError, open_store, output_name, read_results, results_dir
+from ..store import LinkOutside, TableError, open_store, output_name, read_results, results_dir
 from ..sweep import expand
 from ..util import (
     atomic_write_text,
@@ -438,9 +439,30 @@ def targets(out: Path | None = None, base: Path | None = None) -> list[Target]:
     return ts
 
 
+def check_front_link(out: Path | None = None) -> None:
+    """``LinkOutside`` (exit 2) when ``<results root>/README.md`` is a symbolic link leading
+    outside the results root, as a spec's own outputs are refused (``Store.check_links``): the
+    front page replaced such a link with a regular file, exit 0, where a spec's report linked
+    the same way was refused. A link that stays inside is fine (replaced, as theirs are)."""
+    root = Path(out) if out else repo_root() / "results"
+    link = root / "README.md"
+    if not link.is_symlink():
+        return
+    try:
+        inside = link.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError):  # a link loop
+        inside = False
+    if not inside:
+        raise LinkOutside(f"{link} is a symbolic link to {os.readlink(link)}, outside the results "
+                          f"folder {root}: ssmrepro writes only inside --out; remove the link "
+                          "(or point --out at the folder it leads to)")
+
+
 def front_page(out: Path | None = None, dest: Path | None = None) -> Path:
     """Write ``<results root>/README.md`` (or ``dest``): the table of every target."""
     root = Path(out) if out else repo_root() / "results"
+    if dest is None:
+        check_front_link(out)
     dest = dest or root / "README.md"
     ts = targets(out, base=dest.parent)
     titles, _ = catalogue()

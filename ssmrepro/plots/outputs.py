@@ -59,11 +59,13 @@ from ..report.cells import (
     values_equal,
 )
 from ..report.checks import (
+    OPS,
     CheckConfig,
     CollapseConfig,
     LogLogSlopeConfig,
     OrderingConfig,
     RecallFrontierConfig,
+    close,
     seed_spreads,
 )
 from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, OK, RUN_ID, SEED, STATUS, STOP_STEP
@@ -1038,6 +1040,7 @@ def _unreachable(path: str, values: list[tuple[str, str, float]],
         base = "" if _is_expression(metric) else (spread or {}).get(metric, metric)
         # a share's range, a seed spread's (half its metric's: of float32 losses too), a count's
         rng = _bounded_range(metric, spread, loss_max)
+        v = _on_range(metric, v, spread, loss_max)  # (rounding off an end is on it)
         why = metric_range_problem(base, [v]) or (  # a paper value n_params -5 never matched
             "a parameter count below 0" if base == N_PARAMS and v < 0 else None) or (
             f"above every float32 loss (a float32 loss lies in [0, {loss_max:.4g}])"
@@ -1045,10 +1048,25 @@ def _unreachable(path: str, values: list[tuple[str, str, float]],
             f"outside the range of {rng[2]} ([{rng[0]:g}, {rng[1]:.4g}])"  # a share of 95 (%)
             if rng and not rng[0] <= v <= rng[1] else None)
         if why:
-            out.append(f"{path}: {key}: {v:g} for {metric}, {why}"
+            out.append(f"{path}: {key}: {_as_given(v)} for {metric}, {why}"
                        + (" (a percentage? accuracies are fractions)" if is_accuracy(base)
                           else ""))
     return out
+
+
+def _as_given(v: float) -> str:
+    """``v`` as ``:g`` writes it where that is ``v``, else all its digits: a bound of
+    0.9999999999 read `test.acc > 1 never holds`."""
+    return f"{v:g}" if float(f"{v:g}") == v else repr(float(v))
+
+
+def _on_range(metric: str, v: float, spread: dict[str, str] | None,
+              loss_max: float | None = None) -> float:
+    """``v``, or the end of ``metric``'s range (``_bounded_range``) it equals but for rounding
+    (``checks.close``, as a verdict compares): a bound of 1.0000000005 on an accuracy is one
+    that 1.0 meets (`>=`), not 'an accuracy outside [0, 1]'."""
+    rng = _bounded_range(metric, spread, loss_max)
+    return next((end for end in rng[:2] if close(v, end)), v) if rng else v
 
 
 def _bounded(metric: str, v: float, spread: dict[str, str] | None,
@@ -1056,8 +1074,9 @@ def _bounded(metric: str, v: float, spread: dict[str, str] | None,
     """(lowest, highest, what bounds it) of the values of ``metric`` (a spread column: its
     metric's; None: no bound that side); neither for a value out of range (``_unreachable``'s).
     An analysis metric's range as its own (a correlation's [-1, 1]: ``hidden.corr > 1`` and
-    ``>= -1`` were accepted)."""
+    ``>= -1`` were accepted). ``v`` within rounding of an end of the range is on it."""
     base = (spread or {}).get(metric, metric)
+    v = _on_range(metric, v, spread, loss_max)
     if _is_expression(metric):  # (past MAX_MAGNITUDE an expression has no value: a miss)
         m = float(expr.MAX_MAGNITUDE)
         lo, hi = _expression_range(metric, spread, loss_max)
@@ -1094,16 +1113,20 @@ def _never_holds(path: str, conditions: list[tuple[str, str, str, float]],
     """'file: key: reason' for each (key, metric, op, value) that no accuracy can meet:
     ``> 1`` or ``< 0`` (an accuracy lies in [0, 1]; ``>= 1`` and ``<= 0`` can hold), nor a loss
     or a standard deviation (``< 0``), nor an analysis metric beyond its range (``_bounded``): a
-    claim that FAILs (or a precondition that keeps it MISSING) whatever the runs measure."""
+    claim that FAILs (or a precondition that keeps it MISSING) whatever the runs measure.
+    Bounds are compared as the verdict compares (``checks.OPS``, relative 1e-9): `acc >=
+    1.0000000005` holds at 1.0 (it was refused), `acc > 0.9999999999` does not."""
     out = []
     for key, metric, op, v in conditions:
         lo, hi, what = _bounded(metric, v, spread, loss_max)
-        if hi is not None and (op == ">" and v >= hi or op == ">=" and v > hi):  # (only a
+        if op not in OPS:
+            continue
+        if hi is not None and op in (">", ">=") and not OPS[op](hi, v):  # (only a
             # float32 loss's bound, `loss_max`, is below a value _bounded gives: `>= 1e308`)
-            out.append(f"{path}: {key}: {metric} {op} {v:g} never holds ({what}"
+            out.append(f"{path}: {key}: {metric} {op} {_as_given(v)} never holds ({what}"
                        + (")" if hi in (loss_max, expr.MAX_MAGNITUDE) else f"; >= {hi:g}?)"))
-        elif lo is not None and (op == "<" and v <= lo or op == "<=" and v < lo):
-            out.append(f"{path}: {key}: {metric} {op} {v:g} never holds ({what}"
+        elif lo is not None and op in ("<", "<=") and not OPS[op](lo, v):
+            out.append(f"{path}: {key}: {metric} {op} {_as_given(v)} never holds ({what}"
                        + (f"; <= {lo:g}?)" if hi not in (None, expr.MAX_MAGNITUDE) else ")"))
     return out
 
@@ -1115,17 +1138,20 @@ def _always_holds(path: str, conditions: list[tuple[str, str, str, float]],
     standard deviation meets: ``acc >= 0``, ``acc <= 1``, ``loss >= 0`` (``> v`` / ``< v``
     beyond the bound are ``_unreachable``'s), or an analysis metric at its range's end
     (``hidden.corr >= -1``). A claim on it cannot fail (only a diverged run, NaN, missed it:
-    the claim said no more than 'the run finished'); a precondition on it excludes no cell."""
+    the claim said no more than 'the run finished'); a precondition on it excludes no cell.
+    Compared as the verdict compares (``checks.OPS``): `acc <= 0.9999999999` holds at 1.0."""
     out = []
     for key, metric, op, v in conditions:
         lo, hi, what = _bounded(metric, v, spread, loss_max)
-        low = lo is not None and ((op == ">=" and v <= lo) or (op == ">" and v < lo))
-        high = hi is not None and ((op == "<=" and v >= hi) or (op == "<" and v > hi))
+        if op not in OPS:
+            continue
+        low = lo is not None and op in (">=", ">") and OPS[op](lo, v)
+        high = hi is not None and op in ("<=", "<") and OPS[op](hi, v)
         if not (low or high):
             continue
         role = ("the precondition excludes no cell" if ".given." in key
                 else "the claim cannot fail (only a diverged run misses it)")
-        out.append(f"{path}: {key}: {metric} {op} {v:g} holds for every run ({what}): {role}; "
+        out.append(f"{path}: {key}: {metric} {op} {_as_given(v)} holds for every run ({what}): {role}; "
                    "give a value some run can miss")
     return out
 
