@@ -9548,14 +9548,15 @@ def _signal_while_loading(args: list[str], signame: str) -> None:
                          stderr=subprocess.PIPE, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT), "SSMREPRO_ROOT": str(ROOT)},
                          preexec_fn=_default_hangup_and_interrupt)
+    sig = getattr(signal, signame)
     deadline = time.time() + 60
-    while time.time() < deadline:  # until the process handles SIGTERM: at once, while loading
-        with open(f"/proc/{p.pid}/status") as f:
+    while time.time() < deadline:  # until the process handles the signal: at once, while loading
+        with open(f"/proc/{p.pid}/status") as f:  # (SIGHUP's handler is set just after
             caught = int(next(ln for ln in f if ln.startswith("SigCgt")).split()[1], 16)
-        if caught & (1 << (signal.SIGTERM - 1)):
+        if caught & (1 << (sig - 1)):  # SIGTERM's: a SIGHUP sent between them killed it, -1)
             break
         time.sleep(0.002)
-    p.send_signal(getattr(signal, signame))
+    p.send_signal(sig)
     _, err = p.communicate(timeout=120)
     # exit 130 (it died by SIGINT after the line, -2, where the Ctrl-C met code that exec ran
     # from a string: signals.interrupt_handled)
@@ -28444,7 +28445,9 @@ def test_r56q_a_stopped_worker_does_not_keep_an_interrupted_run_for_ever():
 
     from ssmrepro.engine.local import end_workers
 
-    procs = [mp.get_context("fork").Process(target=time.sleep, args=(60,), daemon=True)
+    # spawned, not forked: a child forked from a pytest-xdist worker shares its channel, and
+    # its SIGTERM there brought the worker down ('received keyboard-interrupt')
+    procs = [mp.get_context("spawn").Process(target=time.sleep, args=(60,), daemon=True)
              for _ in range(2)]
     for p in procs:
         p.start()
