@@ -944,6 +944,13 @@ def unreadable_widths_unset() -> None:
         del os.environ["TERMINAL_WIDTH"]
 
 
+def first_few(items: list[str], n: int = 3) -> str:
+    """``items`` as a warning about many names them: the first ``n`` joined by '; ' and the
+    count of the rest ('a; b; c; and 3,997 more'), so one line stands for thousands."""
+    more = f"; and {len(items) - n:,} more" if len(items) > n else ""
+    return "; ".join(items[:n]) + more
+
+
 def whole_number(text: str) -> int | None:
     """``text`` as a whole number of at most 18 digits (spaces at its ends allowed, as int
     allows them), None where it is not one: ``int`` refuses digits that are not decimal (``²``,

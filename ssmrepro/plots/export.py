@@ -39,7 +39,7 @@ from ..store import (
     read_table,
     results_dir,
 )
-from ..util import atomic_write_stream, atomic_write_text, extra_hint, first_time
+from ..util import atomic_write_stream, atomic_write_text, extra_hint, first_few, first_time
 from .outputs import consistent_rows, profile_table
 
 EXPORT_COLUMNS = ["paper", "experiment", "profile", "run_id", "label", "seed", "status",
@@ -234,9 +234,8 @@ def _warn_replaced(table: pd.DataFrame, recorded: pd.DataFrame, have: set[str],
             odd.append(f"{row[RUN_ID]} {c}: {_shown(a)} in the table, {_shown(b)} in its record")
             break
     if odd:
-        more = f"; and {len(odd) - 3} more" if len(odd) > 3 else ""
         print(f"warning: {name}: {len(odd)} row(s) differ from their run's record ("
-              f"{'; '.join(odd[:3])}{more}; edited by hand?): the record's values are exported, "
+              f"{first_few(odd)}; edited by hand?): the record's values are exported, "
               "as `plot` writes the table again from the records, the source of truth",
               file=sys.stderr)
 

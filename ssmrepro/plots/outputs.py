@@ -101,6 +101,7 @@ from ..theory.recall import law_constant, refined_frontier_product
 from ..util import (
     atomic_write_text,
     encode_cell,
+    first_few,
     folder_lock,
     pairs_text,
     remove_dead_temps,
@@ -1626,9 +1627,8 @@ def _warn_unnamed_copies(own: pd.DataFrame, recorded: pd.DataFrame, runs: list,
                             f"{short_name(str(r[odd]))}")
             break
     if said:
-        more = f"; and {len(said) - 3:,} more" if len(said) > 3 else ""
         print(f"warning: {name}: {len(said):,} row(s) without a run id hold the cell and seed "
-              f"of a recorded run with other values ({'; '.join(said[:3])}{more}; edited by "
+              f"of a recorded run with other values ({first_few(said)}; edited by "
               "hand?): the run's record is used, the source of truth, and the row is not",
               file=sys.stderr)
 
@@ -1751,9 +1751,8 @@ def _without_stale(own: pd.DataFrame, runs: list, name: str) -> pd.DataFrame:
         print(f"warning: {name}: the row of {said[0]}: the spec changed since it was trained; "
               "the row is not used (run the profile again)", file=sys.stderr)
     elif said:  # one warning (a line per row: 15,000 lines for a table of 15,000 such rows)
-        more = f"; and {len(said) - 3:,} more" if len(said) > 3 else ""
         print(f"warning: {name}: the rows of {len(said):,} run ids no run has now hold what "
-              f"no planned run has ({'; '.join(said[:3])}{more}): the spec changed since they "
+              f"no planned run has ({first_few(said)}): the spec changed since they "
               "were trained; the rows are not used (run the profile again)", file=sys.stderr)
     return own[~ids.isin(stale)]
 
@@ -2167,17 +2166,15 @@ def _say_dropped(contradicting: list[str], differing: list[str]) -> None:
         print(f"warning: a committed table's row of {contradicting[0]}, which a run of that id "
               "cannot have written; the row is not used", file=sys.stderr)
     elif contradicting:
-        more = f"; and {len(contradicting) - 3:,} more" if len(contradicting) > 3 else ""
         print(f"warning: a committed table's rows of {len(contradicting):,} runs hold what a run "
-              f"of their id cannot have written ({'; '.join(contradicting[:3])}{more}); the rows "
+              f"of their id cannot have written ({first_few(contradicting)}); the rows "
               "are not used", file=sys.stderr)
     if len(differing) == 1:
         print(f"warning: a committed table has run {differing[0]} with different results; its "
               "rows are not used", file=sys.stderr)
     elif differing:
-        more = f"; and {len(differing) - 3:,} more" if len(differing) > 3 else ""
         print(f"warning: a committed table has {len(differing):,} runs several times with "
-              f"different results ({'; '.join(differing[:3])}{more}); their rows are not used",
+              f"different results ({first_few(differing)}); their rows are not used",
               file=sys.stderr)
 
 
