@@ -29313,3 +29313,26 @@ def test_r57w_a_front_page_linked_outside_out_is_refused_as_a_specs_outputs_are(
     res = _invoke("figures", "--out", results, "--no-rebuild", env=env)
     assert res.exit_code == 0, res.output
     assert not (results / "README.md").is_symlink() and (results / "in.md").read_text() == "x"
+
+
+@pytest.mark.parametrize("corpus", [b"", b"abc"], ids=["empty", "short"])
+def test_r58x_plot_of_a_corpus_spec_with_decay_histogram_reads_no_corpus(tmp_path, corpus):
+    """`plot` and `verify` of a text_corpus spec with `analysis: [decay_histogram]` read the
+    corpus here to judge the analysis: an empty one (or one too short for its windows) was a
+    ValueError traceback, though they read records only (``sweep.expand``'s ``data``). `run`
+    and its dry run, which read it, still refuse it."""
+    data = tmp_path / "data"
+    (data / "text").mkdir(parents=True)
+    (data / "text" / "c.txt").write_bytes(corpus)
+    spec = write_spec(tmp_path, task={"name": "text_corpus", "path": "text/c.txt", "L": 8},
+                      model={"name": "seq_lm", "d_model": 8, "layers": "SSM", "repeat": 1,
+                             "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 4}}}},
+                      analysis=["decay_histogram"], seeds=[0],
+                      sweep=[{"cases": [{"label": "S6", "set": {"model.d_model": 8}}]}])
+    out, env = tmp_path / "out", {"SSMREPRO_DATA": str(data)}
+    for cmd in ("plot", "verify"):
+        res = _invoke(cmd, spec, "--profile", "smoke", "--out", out, env=env)
+        assert res.exit_code == 0, res.output  # (a traceback: exit 1)
+    res = _invoke("run", spec, "--profile", "smoke", "--dry-run", "--no-estimate", "--out", out,
+                  env=env)
+    _assert_refused(res, "task text_corpus: the corpus")
