@@ -29336,3 +29336,32 @@ def test_r58x_plot_of_a_corpus_spec_with_decay_histogram_reads_no_corpus(tmp_pat
     res = _invoke("run", spec, "--profile", "smoke", "--dry-run", "--no-estimate", "--out", out,
                   env=env)
     _assert_refused(res, "task text_corpus: the corpus")
+
+
+def test_r58x_weights_distrusted_are_said_once_and_a_folder_in_their_place_is_said(tmp_path):
+    """`run` with another run's weights in runs/<id>.pt said it quarantined them, then 'run <id>
+    has its record but not its saved weights' of the same file; `run --dry-run` (read-only) with
+    a folder in their place counted the run pending without a word. Each is said once now."""
+    import torch
+
+    spec = _one_run_spec(tmp_path, save_weights=True,
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 4, "max_steps": 2,
+                                "val_size": 4, "test_size": 4, "eval_every": 2,
+                                "eval_batch_size": 4})
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke", "--no-calibrate", "--workers", "1"]
+    assert _invoke("run", spec, *args).exit_code == 0
+    (weights,) = (out / "tests" / "t-spec" / "runs").glob("*.pt")
+    torch.save({"x": torch.zeros(3)}, weights)
+    res = _invoke("run", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "trained 1 runs" in said, res.output
+    assert said.count("warning:") == 1 and "quarantined" in said, res.output
+    assert "has its record but not its saved weights" not in said, res.output
+    weights.unlink()
+    weights.mkdir()
+    res = _invoke("run", spec, "--dry-run", "--no-estimate", "--out", out, "--profile", "smoke")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "1 pending" in said, res.output
+    assert f"run {weights.stem} has its record but not its saved weights" in said, res.output
+    assert weights.is_dir()
