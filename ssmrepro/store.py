@@ -838,6 +838,7 @@ class Store:
         self._newer_seen = False  # a record of a newer ssmrepro was read (_warn_newer)
         self._checked: dict[tuple, bool] = {}  # weights file (path, inode, size, mtime) -> its
         # digest is its record's (hashed once per process, not at every is_done)
+        self._weights_said: set[str] = set()  # run ids whose weights file was distrusted
         self._held: dict[str, str] = {}  # run id -> nonce of the claim this process wrote
         # run id -> root of the reused store where the run is claimed and recorded (``homes``)
         self.homes: dict[str, Path] = {}
@@ -1035,9 +1036,10 @@ class Store:
             # deleted, quarantined as damaged, or another run's: the analyses had no weights to
             # read, and `plot` said `run` trained them, which found the run done. (Being trained
             # again now by another process: said by ``_distrust_weights``.)
-            if self._trained_elsewhere(run_id) is None and not (
-                    self.readonly and (self.runs / f"{run_id}.pt").exists()):  # (left in place,
-                # said by ``_distrust_weights``: not 'has its record but not its saved weights')
+            if self._trained_elsewhere(run_id) is None and run_id not in self._weights_said:
+                # (quarantined, or left in place by a read-only command: said by
+                # ``_distrust_weights``; `run` also said 'has its record but not its saved
+                # weights' of the weights it had just quarantined)
                 self._warn(f"run {run_id} has its record but not its saved weights (runs/"
                            f"{run_id}.pt; the spec keeps them for its analyses): the run will "
                            "be trained again")
@@ -1233,6 +1235,7 @@ class Store:
         return None if holder is None or self.holds(run_id) else holder
 
     def _distrust_weights(self, path: Path, why: str, quarantine: bool) -> None:
+        self._weights_said.add(path.stem)  # (``is_done``)
         holder = self._trained_elsewhere(path.stem) if why.startswith(FOREIGN_WEIGHTS) and quarantine \
             else None
         if holder is not None:

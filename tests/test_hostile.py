@@ -29313,3 +29313,55 @@ def test_r57w_a_front_page_linked_outside_out_is_refused_as_a_specs_outputs_are(
     res = _invoke("figures", "--out", results, "--no-rebuild", env=env)
     assert res.exit_code == 0, res.output
     assert not (results / "README.md").is_symlink() and (results / "in.md").read_text() == "x"
+
+
+@pytest.mark.parametrize("corpus", [b"", b"abc"], ids=["empty", "short"])
+def test_r58x_plot_of_a_corpus_spec_with_decay_histogram_reads_no_corpus(tmp_path, corpus):
+    """`plot` and `verify` of a text_corpus spec with `analysis: [decay_histogram]` read the
+    corpus here to judge the analysis: an empty one (or one too short for its windows) was a
+    ValueError traceback, though they read records only (``sweep.expand``'s ``data``). `run`
+    and its dry run, which read it, still refuse it."""
+    data = tmp_path / "data"
+    (data / "text").mkdir(parents=True)
+    (data / "text" / "c.txt").write_bytes(corpus)
+    spec = write_spec(tmp_path, task={"name": "text_corpus", "path": "text/c.txt", "L": 8},
+                      model={"name": "seq_lm", "d_model": 8, "layers": "SSM", "repeat": 1,
+                             "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 4}}}},
+                      analysis=["decay_histogram"], seeds=[0],
+                      sweep=[{"cases": [{"label": "S6", "set": {"model.d_model": 8}}]}])
+    out, env = tmp_path / "out", {"SSMREPRO_DATA": str(data)}
+    for cmd in ("plot", "verify"):
+        res = _invoke(cmd, spec, "--profile", "smoke", "--out", out, env=env)
+        assert res.exit_code == 0, res.output  # (a traceback: exit 1)
+    res = _invoke("run", spec, "--profile", "smoke", "--dry-run", "--no-estimate", "--out", out,
+                  env=env)
+    _assert_refused(res, "task text_corpus: the corpus")
+
+
+def test_r58x_weights_distrusted_are_said_once_and_a_folder_in_their_place_is_said(tmp_path):
+    """`run` with another run's weights in runs/<id>.pt said it quarantined them, then 'run <id>
+    has its record but not its saved weights' of the same file; `run --dry-run` (read-only) with
+    a folder in their place counted the run pending without a word. Each is said once now."""
+    import torch
+
+    spec = _one_run_spec(tmp_path, save_weights=True,
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 4, "max_steps": 2,
+                                "val_size": 4, "test_size": 4, "eval_every": 2,
+                                "eval_batch_size": 4})
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke", "--no-calibrate", "--workers", "1"]
+    assert _invoke("run", spec, *args).exit_code == 0
+    (weights,) = (out / "tests" / "t-spec" / "runs").glob("*.pt")
+    torch.save({"x": torch.zeros(3)}, weights)
+    res = _invoke("run", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "trained 1 runs" in said, res.output
+    assert said.count("warning:") == 1 and "quarantined" in said, res.output
+    assert "has its record but not its saved weights" not in said, res.output
+    weights.unlink()
+    weights.mkdir()
+    res = _invoke("run", spec, "--dry-run", "--no-estimate", "--out", out, "--profile", "smoke")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "1 pending" in said, res.output
+    assert f"run {weights.stem} has its record but not its saved weights" in said, res.output
+    assert weights.is_dir()

@@ -688,7 +688,9 @@ def _most_seeds(runs: list, keys: list[str]) -> int:
 
 def _no_decay_hook(path: str, runs) -> list[str]:
     """'analysis: ...' for runs whose model has no mixer decay_histogram can probe (one line per
-    model kind; a dataset task whose data is absent here is checked when its run starts)."""
+    model kind; a dataset task whose data is absent or unusable here, an empty or short corpus,
+    is checked when its run starts: `plot`, `verify` and `figures` read no data,
+    ``sweep.expand``'s ``data``)."""
     from ..analysis import has_decay_hook
     from ..tasks import DataUnavailable, build_task
 
@@ -696,7 +698,8 @@ def _no_decay_hook(path: str, runs) -> list[str]:
     for r in runs:
         try:
             info = build_task(r.task).info
-        except DataUnavailable:
+        except (DataUnavailable, ValueError):  # (`plot` of a text_corpus spec with an empty
+            # corpus here: a ValueError traceback; `run` refuses it when it expands its runs)
             continue
         label = f" {r.label}" if r.label else ""
         if info.loss == "mse" or info.target == "sequence":  # targets (E, B, L, C) of numbers
