@@ -1194,7 +1194,7 @@ def export(
     """One long-format table (one row per run and metric) across every experiment's committed
     results: paper, experiment, profile, run_id, label, seed, status, n_params, metric, value,
     config (JSON). Columns: docs/columns.md."""
-    from ..plots.export import FORMATS, misplaced_root, write_export
+    from ..plots.export import COMPRESSED, EXPORT_COLUMNS, FORMATS, misplaced_root, write_export
     from ..util import folder_problem, refuse_linked_output, repo_root, source_tree_problem
 
     if fmt not in FORMATS:
@@ -1203,6 +1203,9 @@ def export(
     if named in FORMATS and named != fmt:  # `--file x.parquet` wrote CSV text into x.parquet
         fail([f"--file {dest}: its suffix says {named}, but the format is {fmt} (--format "
               f"{named}, or a .{fmt} file)"])
+    if named in COMPRESSED:  # `--file t.csv.gz` wrote plain CSV text into t.csv.gz, exit 0
+        fail([f"--file {dest}: a compressed file's suffix (.{named}), but export writes the "
+              f"{fmt} table uncompressed; name a .{fmt} file (and compress it yourself)"])
     root = out if out is not None else repo_root() / "results"
     why = folder_problem(root) or misplaced_root(root)
     if why:  # a mistyped --out exported an empty table
@@ -1220,7 +1223,8 @@ def export(
             fail([f"--file {dest}: inside the {what} ({where}); it would replace or add to "
                   "the committed results (a table, the front page): write it elsewhere"])
     # --file /dev/stdout replaced the system's /dev/stdout link; --file my-spec.yaml the spec
-    refuse_linked_output(dest, f".{fmt}")
+    refuse_linked_output(dest, f".{fmt}", b"PAR1" if fmt == "parquet"  # (or a table it wrote)
+                         else ",".join(EXPORT_COLUMNS).encode())
     skipped: list[str] = []
     tagged: list[str] = []
     stray: list[str] = []
