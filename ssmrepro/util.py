@@ -761,15 +761,23 @@ def source_tree_problem(root: Path, what: str = "results") -> str | None:
     except (OSError, RuntimeError):  # a symbolic link loop (`bench --out loop` raised Python's
         return None  # 'Symlink loop' traceback): no source folder; the folder check names it
     package = Path(__file__).resolve().parent
-    found = find_project()
-    for project in dict.fromkeys(p.resolve() for p in (found, package.parent)
-                                 if p is not None and (p is found or _is_project(p))):
+    for project in guarded_projects():
         why = _project_problem(project, where, root, what)
         if why:
             return why
     if where.is_relative_to(package):  # (installed outside a checkout: site-packages/ssmrepro)
         return f"it is inside the ssmrepro package's folder ({package}); give one outside it"
     return None
+
+
+def guarded_projects() -> list[Path]:
+    """The project folders that commands write nothing into but their results (resolved): the
+    one $SSMREPRO_ROOT (or the current folder) names, and the checkout this package runs from
+    where it is one."""
+    package = Path(__file__).resolve().parent
+    found = find_project()
+    return list(dict.fromkeys(p.resolve() for p in (found, package.parent)
+                              if p is not None and (p is found or _is_project(p))))
 
 
 def _project_problem(project: Path, where: Path, root: Path, what: str) -> str | None:

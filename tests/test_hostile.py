@@ -29320,15 +29320,16 @@ def test_r58y_an_export_or_record_written_before_under_another_suffix_is_replace
     file that is not a .csv file (a spec, a script, a document?)', the table it wrote itself.
     A file that begins as the command's output (the table's header, a benchmark record's first
     key) is replaced; any other file of another suffix is still refused, kept."""
+    from ssmrepro.plots.export import EXPORT_COLUMNS
     from ssmrepro.util import prepare_target, refuse_linked_output
 
     res_root = tmp_path / "res"
     res_root.mkdir()
-    table = tmp_path / "table"
-    for _ in range(2):
-        res = _invoke("export", "--out", res_root, "--file", table)
-        assert res.exit_code == 0, res.output
-    assert table.read_text().startswith("paper,experiment,profile,run_id,")
+    table = tmp_path / "table"  # as an earlier export wrote it
+    table.write_text(",".join(EXPORT_COLUMNS) + "\nx,y,z,abc,,0,ok,1,test.acc,0.5,{}\n")
+    res = _invoke("export", "--out", res_root, "--file", table)
+    assert res.exit_code == 0, res.output
+    assert table.read_text() == ",".join(EXPORT_COLUMNS) + "\n"
     other = tmp_path / "notes"
     other.write_text("paper, my notes\n")
     with pytest.raises(OSError, match="not a .csv file"):  # (export's own check: r56l's test)
@@ -29348,3 +29349,20 @@ def test_r58y_export_to_a_compressed_name_is_refused(tmp_path):
     res = _invoke("export", "--out", res_root, "--file", tmp_path / "t.csv.gz")
     _assert_refused(res, "export writes the csv table uncompressed")
     assert not (tmp_path / "t.csv.gz").exists()
+
+
+def test_r58y_the_running_checkouts_committed_results_are_guarded_when_the_root_names_another(
+        tmp_path):
+    """With $SSMREPRO_ROOT naming another project, `export --file <checkout>/results/<paper>/
+    <id>/results-<profile>.csv` replaced a committed table of the checkout this command runs
+    from, exit 0: only the named project's results/ was guarded. Refused, exit 2, nothing
+    written."""
+    root = _project(tmp_path, small=True)
+    (root / "results").mkdir()
+    dest = ROOT / "results" / "r58y-x.csv"
+    try:
+        res = _invoke("export", "--file", dest, env={"SSMREPRO_ROOT": str(root)})
+        _assert_refused(res, "inside the project's results folder")
+        assert not dest.exists()
+    finally:
+        dest.unlink(missing_ok=True)

@@ -1195,7 +1195,13 @@ def export(
     results: paper, experiment, profile, run_id, label, seed, status, n_params, metric, value,
     config (JSON). Columns: docs/columns.md."""
     from ..plots.export import COMPRESSED, EXPORT_COLUMNS, FORMATS, misplaced_root, write_export
-    from ..util import folder_problem, refuse_linked_output, repo_root, source_tree_problem
+    from ..util import (
+        folder_problem,
+        guarded_projects,
+        refuse_linked_output,
+        repo_root,
+        source_tree_problem,
+    )
 
     if fmt not in FORMATS:
         fail([f"--format {fmt!r}: expected {' or '.join(FORMATS)}"])
@@ -1215,9 +1221,11 @@ def export(
     why = source_tree_problem(dest, "export")
     if why:  # `-f experiments/<paper>/<id>.yaml` replaced the spec with the table, exit 0
         fail([f"--file {dest}: {why}"])
-    committed = repo_root() / "results"  # `--out /tmp/res -f results/README.md` replaced the
-    # project's committed front page with the table of another root, exit 0
-    for where in dict.fromkeys((root, committed)):
+    # `--out /tmp/res -f results/README.md` replaced the project's committed front page with
+    # the table of another root, exit 0 (and, $SSMREPRO_ROOT naming another project, `-f
+    # <checkout>/results/<paper>/<id>/results-<profile>.csv` a committed table of the checkout)
+    committed = [p / "results" for p in (repo_root(), *guarded_projects())]
+    for where in dict.fromkeys((root, *committed)):
         if dest.resolve().is_relative_to(where.resolve()):  # `-f results/<paper>/<id>/results.csv`
             what = "results root it exports" if where == root else "project's results folder"
             fail([f"--file {dest}: inside the {what} ({where}); it would replace or add to "
