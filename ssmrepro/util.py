@@ -342,7 +342,7 @@ def _check_replaceable(path: Path) -> None:
 check_replaceable = _check_replaceable  # before long work that ends in writing ``path``
 
 
-def refuse_linked_output(path: Path, suffix: str | None = None) -> None:
+def refuse_linked_output(path: Path, suffix: str | None = None, earlier: bytes = b"") -> None:
     """An output file the user names (``export --file``, a benchmark's ``--json``) must not be a
     symbolic link: the atomic write replaces the link itself, not what it leads to, so
     ``export --file /dev/stdout`` replaced the system's /dev/stdout link (-> /proc/self/fd/1)
@@ -350,15 +350,28 @@ def refuse_linked_output(path: Path, suffix: str | None = None) -> None:
     ``suffix`` (``.csv``, ``.json``: what is written): an existing file with another suffix is
     no earlier output of the command, OSError (EINVAL): `export --file my-spec.yaml` (a spec run
     by its path, a script, a document, outside the project) replaced it with the table, exit 0.
-    A new file may have any name."""
+    A new file may have any name, and ``earlier`` (how the command's output begins: the table's
+    header, a record's first key; whitespace aside) tells a file it wrote before under such a
+    name, which is replaced again (`export --file table` twice refused the second time)."""
     if os.path.islink(path):
         raise OSError(errno.EINVAL, f"a symbolic link (to {os.readlink(path)}); writing would "
                       "replace the link itself, not what it leads to: name a regular file",
                       str(path))
-    if suffix is not None and Path(path).suffix.lower() != suffix and os.path.isfile(path):
+    if (suffix is not None and Path(path).suffix.lower() != suffix and os.path.isfile(path)
+            and not (earlier and _begins_with(path, earlier))):
         raise OSError(errno.EINVAL, f"an existing file that is not a {suffix} file (a spec, a "
                       "script, a document?); writing would replace it: name a new file, or a "
                       f"{suffix} one", str(path))
+
+
+def _begins_with(path: Path, start: bytes) -> bool:
+    """Whether the file ``path`` begins with ``start``, whitespace aside (False if unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4 * len(start) + 256)
+    except OSError:
+        return False
+    return b"".join(head.split()).startswith(b"".join(start.split()))
 
 
 def remove_dead_temps(folder: Path, name: str | None = None) -> int:
@@ -379,13 +392,14 @@ def remove_dead_temps(folder: Path, name: str | None = None) -> int:
     return n
 
 
-def prepare_target(path: Path, suffix: str | None = None) -> None:
+def prepare_target(path: Path, suffix: str | None = None, earlier: bytes = b"") -> None:
     """Before long work whose result goes to ``path`` (a benchmark's ``--json``): create its
     folder and refuse what the atomic write at the end would refuse (a folder or a device in
     its place, a file where a folder of the path belongs, a folder that cannot be written), so
     the message comes before the work, not after minutes of it; and a symbolic link
-    (``refuse_linked_output``; ``suffix``: an existing file of another kind too)."""
-    refuse_linked_output(path, suffix)
+    (``refuse_linked_output``; ``suffix``: an existing file of another kind too, unless it
+    begins as the command's output, ``earlier``)."""
+    refuse_linked_output(path, suffix, earlier)
     path.parent.mkdir(parents=True, exist_ok=True)
     _check_replaceable(path)
     remove_dead_temps(path.parent, path.name)  # a killed earlier run's half-written record
@@ -747,15 +761,23 @@ def source_tree_problem(root: Path, what: str = "results") -> str | None:
     except (OSError, RuntimeError):  # a symbolic link loop (`bench --out loop` raised Python's
         return None  # 'Symlink loop' traceback): no source folder; the folder check names it
     package = Path(__file__).resolve().parent
-    found = find_project()
-    for project in dict.fromkeys(p.resolve() for p in (found, package.parent)
-                                 if p is not None and (p is found or _is_project(p))):
+    for project in guarded_projects():
         why = _project_problem(project, where, root, what)
         if why:
             return why
     if where.is_relative_to(package):  # (installed outside a checkout: site-packages/ssmrepro)
         return f"it is inside the ssmrepro package's folder ({package}); give one outside it"
     return None
+
+
+def guarded_projects() -> list[Path]:
+    """The project folders that commands write nothing into but their results (resolved): the
+    one $SSMREPRO_ROOT (or the current folder) names, and the checkout this package runs from
+    where it is one."""
+    package = Path(__file__).resolve().parent
+    found = find_project()
+    return list(dict.fromkeys(p.resolve() for p in (found, package.parent)
+                              if p is not None and (p is found or _is_project(p))))
 
 
 def _project_problem(project: Path, where: Path, root: Path, what: str) -> str | None:

@@ -24675,7 +24675,7 @@ def test_r50p_export_reads_the_records_of_a_table_left_without_a_row(tmp_path):
     rows.to_csv(table, index=False)
     res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
     assert res.exit_code == 0, res.output
-    assert "the row is not used" in res.output, res.output
+    assert "rows of 2 runs" in res.output and "the rows are not used" in res.output, res.output
     got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
     assert sorted(got.loc[got["metric"] == "test.acc", "seed"]) == [0, 1], got
 
@@ -29365,3 +29365,56 @@ def test_r58x_weights_distrusted_are_said_once_and_a_folder_in_their_place_is_sa
     assert res.exit_code == 0 and "1 pending" in said, res.output
     assert f"run {weights.stem} has its record but not its saved weights" in said, res.output
     assert weights.is_dir()
+
+
+def test_r58y_an_export_or_record_written_before_under_another_suffix_is_replaced(tmp_path):
+    """`export --file table` (no .csv suffix) run twice: the second was refused as 'an existing
+    file that is not a .csv file (a spec, a script, a document?)', the table it wrote itself.
+    A file that begins as the command's output (the table's header, a benchmark record's first
+    key) is replaced; any other file of another suffix is still refused, kept."""
+    from ssmrepro.plots.export import EXPORT_COLUMNS
+    from ssmrepro.util import prepare_target, refuse_linked_output
+
+    res_root = tmp_path / "res"
+    res_root.mkdir()
+    table = tmp_path / "table"  # as an earlier export wrote it
+    table.write_text(",".join(EXPORT_COLUMNS) + "\nx,y,z,abc,,0,ok,1,test.acc,0.5,{}\n")
+    res = _invoke("export", "--out", res_root, "--file", table)
+    assert res.exit_code == 0, res.output
+    assert table.read_text() == ",".join(EXPORT_COLUMNS) + "\n"
+    other = tmp_path / "notes"
+    other.write_text("paper, my notes\n")
+    with pytest.raises(OSError, match="not a .csv file"):  # (export's own check: r56l's test)
+        refuse_linked_output(other, ".csv", b"paper,experiment,profile,run_id,")
+    record = tmp_path / "record"
+    record.write_text('{\n "env": {"host": "x"},\n "results": []}\n')
+    prepare_target(record, ".json", b'{"env":')  # bench's record written before: no error
+    with pytest.raises(OSError, match="not a .json file"):
+        prepare_target(other, ".json", b'{"env":')
+
+
+def test_r58y_export_to_a_compressed_name_is_refused(tmp_path):
+    """`export --file t.csv.gz` wrote plain CSV text into t.csv.gz, exit 0 (read back as gzip,
+    'Not a gzipped file'). Refused, exit 2, nothing written."""
+    res_root = tmp_path / "res"
+    res_root.mkdir()
+    res = _invoke("export", "--out", res_root, "--file", tmp_path / "t.csv.gz")
+    _assert_refused(res, "export writes the csv table uncompressed")
+    assert not (tmp_path / "t.csv.gz").exists()
+
+
+def test_r58y_the_running_checkouts_committed_results_are_guarded_when_the_root_names_another(
+        tmp_path):
+    """With $SSMREPRO_ROOT naming another project, `export --file <checkout>/results/<paper>/
+    <id>/results-<profile>.csv` replaced a committed table of the checkout this command runs
+    from, exit 0: only the named project's results/ was guarded. Refused, exit 2, nothing
+    written."""
+    root = _project(tmp_path, small=True)
+    (root / "results").mkdir()
+    dest = ROOT / "results" / "r58y-x.csv"
+    try:
+        res = _invoke("export", "--file", dest, env={"SSMREPRO_ROOT": str(root)})
+        _assert_refused(res, "inside the project's results folder")
+        assert not dest.exists()
+    finally:
+        dest.unlink(missing_ok=True)

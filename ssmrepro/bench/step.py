@@ -371,7 +371,7 @@ def main(argv=None) -> int:
         why = source_tree_problem(args.json, "export")
         if why:  # `--json experiments/<paper>/<id>.yaml` replaced the spec with the record
             p.error(f"--json {args.json}: {why}")
-        prepare_target(args.json, ".json")
+        prepare_target(args.json, ".json", b'{"env":')  # (its record, written before)
 
     torch.set_num_threads(args.threads)
     tuned = tune_malloc() if args.tune_malloc else False

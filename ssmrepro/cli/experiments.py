@@ -1194,8 +1194,14 @@ def export(
     """One long-format table (one row per run and metric) across every experiment's committed
     results: paper, experiment, profile, run_id, label, seed, status, n_params, metric, value,
     config (JSON). Columns: docs/columns.md."""
-    from ..plots.export import FORMATS, misplaced_root, write_export
-    from ..util import folder_problem, refuse_linked_output, repo_root, source_tree_problem
+    from ..plots.export import COMPRESSED, EXPORT_COLUMNS, FORMATS, misplaced_root, write_export
+    from ..util import (
+        folder_problem,
+        guarded_projects,
+        refuse_linked_output,
+        repo_root,
+        source_tree_problem,
+    )
 
     if fmt not in FORMATS:
         fail([f"--format {fmt!r}: expected {' or '.join(FORMATS)}"])
@@ -1203,6 +1209,9 @@ def export(
     if named in FORMATS and named != fmt:  # `--file x.parquet` wrote CSV text into x.parquet
         fail([f"--file {dest}: its suffix says {named}, but the format is {fmt} (--format "
               f"{named}, or a .{fmt} file)"])
+    if named in COMPRESSED:  # `--file t.csv.gz` wrote plain CSV text into t.csv.gz, exit 0
+        fail([f"--file {dest}: a compressed file's suffix (.{named}), but export writes the "
+              f"{fmt} table uncompressed; name a .{fmt} file (and compress it yourself)"])
     root = out if out is not None else repo_root() / "results"
     why = folder_problem(root) or misplaced_root(root)
     if why:  # a mistyped --out exported an empty table
@@ -1212,15 +1221,18 @@ def export(
     why = source_tree_problem(dest, "export")
     if why:  # `-f experiments/<paper>/<id>.yaml` replaced the spec with the table, exit 0
         fail([f"--file {dest}: {why}"])
-    committed = repo_root() / "results"  # `--out /tmp/res -f results/README.md` replaced the
-    # project's committed front page with the table of another root, exit 0
-    for where in dict.fromkeys((root, committed)):
+    # `--out /tmp/res -f results/README.md` replaced the project's committed front page with
+    # the table of another root, exit 0 (and, $SSMREPRO_ROOT naming another project, `-f
+    # <checkout>/results/<paper>/<id>/results-<profile>.csv` a committed table of the checkout)
+    committed = [p / "results" for p in (repo_root(), *guarded_projects())]
+    for where in dict.fromkeys((root, *committed)):
         if dest.resolve().is_relative_to(where.resolve()):  # `-f results/<paper>/<id>/results.csv`
             what = "results root it exports" if where == root else "project's results folder"
             fail([f"--file {dest}: inside the {what} ({where}); it would replace or add to "
                   "the committed results (a table, the front page): write it elsewhere"])
     # --file /dev/stdout replaced the system's /dev/stdout link; --file my-spec.yaml the spec
-    refuse_linked_output(dest, f".{fmt}")
+    refuse_linked_output(dest, f".{fmt}", b"PAR1" if fmt == "parquet"  # (or a table it wrote)
+                         else ",".join(EXPORT_COLUMNS).encode())
     skipped: list[str] = []
     tagged: list[str] = []
     stray: list[str] = []

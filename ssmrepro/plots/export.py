@@ -45,6 +45,7 @@ from .outputs import consistent_rows, profile_table
 EXPORT_COLUMNS = ["paper", "experiment", "profile", "run_id", "label", "seed", "status",
                   "n_params", "metric", "value", "config"]
 FORMATS = ("csv", "parquet")
+COMPRESSED = ("gz", "bz2", "xz", "zst", "zip", "lz4", "tgz", "7z")  # suffixes export does not write
 _TYPED = ("seed", "n_params", "value")  # the columns that are not text
 
 
