@@ -29423,3 +29423,16 @@ def test_r58y_the_running_checkouts_committed_results_are_guarded_when_the_root_
         assert not dest.exists()
     finally:
         dest.unlink(missing_ok=True)
+
+
+def test_r58me_bench_packs_of_thousands_of_digits_are_named_short_as_out_of_range(tmp_path):
+    """`bench keep-nth-d8 --packs <5,000 digits>`: int's ValueError (past 4,300 digits) read as
+    no pack size, 'expected comma-separated pack sizes', and the refusal repeated the 5,000
+    digits. It is a size past 256 now, named short; signed sizes read as int reads them."""
+    res = _invoke("bench", "keep-nth-d8", "--packs", "9" * 5000, "--out", tmp_path / "b")
+    _assert_refused(res, "pack sizes between 1 and 256")
+    assert len(res.output) < 1000 and "5,000 characters" in res.output, res.output
+    for given in ("-3", "+0", "4,-1"):
+        res = _invoke("bench", "keep-nth-d8", "--packs", given, "--out", tmp_path / "b")
+        _assert_refused(res, f"--packs {given!r}: pack sizes between 1 and 256")
+    assert not (tmp_path / "b").exists()

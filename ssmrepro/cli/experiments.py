@@ -32,7 +32,7 @@ from ..spec import (
     shown_title,
     spec_paths,
 )
-from ..util import doc_summary, docstring, error_line, human_seconds
+from ..util import doc_summary, docstring, error_line, human_seconds, short_name, whole_number
 from .app import (
     RESUME,
     command,
@@ -1116,17 +1116,21 @@ def bench(
     if not 0.1 <= seconds <= 3600:  # also NaN
         fail([f"--seconds {seconds}: expected a measuring time from 0.1 to 3600 seconds"])
     dev = select_device(device)
-    try:
-        # every item a size: '1,,2' read as 1,2 (an empty item, a slip, dropped without a word)
-        sizes = ([int(x) for x in packs_text.split(",")] if packs_text is not None and packs_text.strip()
-                 else [] if packs_text is not None else list(WORKLOADS[workload].packs))
-    except ValueError:
-        fail([f"--packs {packs_text!r}: expected comma-separated pack sizes, e.g. 4,16"])
+    given = short_name(packs_text)  # (5,000 digits were repeated whole in the refusal)
+    # every item a size: '1,,2' read as 1,2 (an empty item, a slip, dropped without a word); a
+    # size past 18 digits is one past 256 (int's ValueError of 5,000 digits read as no size)
+    items = [x.strip() for x in packs_text.split(",")] if packs_text is not None else []
+    digits = [x[1:] if x[:1] in "+-" else x for x in items]  # (a sign, as int reads it)
+    if packs_text is not None and packs_text.strip() and not all(d.isdecimal() for d in digits):
+        fail([f"--packs {given!r}: expected comma-separated pack sizes, e.g. 4,16"])
+    sizes = ([(-1 if x[:1] == "-" else 1) * (10**18 if len(d) > 18 else whole_number(d))
+              for x, d in zip(items, digits)] if packs_text is not None and packs_text.strip()
+             else [] if packs_text is not None else list(WORKLOADS[workload].packs))
     if not sizes or not all(1 <= e <= 256 for e in sizes):
-        fail([f"--packs {packs_text!r}: pack sizes between 1 and 256"])
+        fail([f"--packs {given!r}: pack sizes between 1 and 256"])
     twice = sorted({e for e in sizes if sizes.count(e) > 1})
     if twice:  # 1,1,1 measured once and wrote three identical rows to the CSV and JSON records
-        fail([f"--packs {packs_text!r}: pack size {twice[0]} given twice (each size is measured once)"])
+        fail([f"--packs {given!r}: pack size {twice[0]} given twice (each size is measured once)"])
     from ..bench.packs import memory_problem
     from ..util import prepare_target
 

@@ -296,7 +296,8 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
         if estimate and packs:
             d.estimate_s, d.estimate_how = estimate_seconds(packs, device, costs=costs)
             if costs.uncalibrated:
-                d.estimate_how += (f"; {costs.uncalibrated} shapes not calibrated (the dry run "
+                n = costs.uncalibrated  # ('1 shapes')
+                d.estimate_how += (f"; {n} shape{'s' if n != 1 else ''} not calibrated (the dry run "
                                    f"measures for at most {DRY_RUN_CALIBRATION_S:.0f} s): packed "
                                    "as the memory estimate allows, priced by scaling")
             if oversized:
