@@ -28755,7 +28755,7 @@ def test_r56l_a_cost_cache_among_the_project_files_is_refused(tmp_path, monkeypa
 
 
 def test_r56l_export_of_another_root_writes_nothing_into_the_projects_results(tmp_path):
-    """`export --out /tmp/res --file results/README.md` (a table of another results root) replaced
+    """`export --out ../other-results --file results/README.md` (a table of another results root) replaced
     the project's committed front page, exit 0: only a file inside the exported root was
     refused. Refused, exit 2, the front page kept; a file elsewhere is written."""
     root = _project(tmp_path, small=True)

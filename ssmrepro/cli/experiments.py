@@ -1225,7 +1225,7 @@ def export(
     why = source_tree_problem(dest, "export")
     if why:  # `-f experiments/<paper>/<id>.yaml` replaced the spec with the table, exit 0
         fail([f"--file {dest}: {why}"])
-    # `--out /tmp/res -f results/README.md` replaced the project's committed front page with
+    # `--out ../other-results -f results/README.md` replaced the project's committed front page with
     # the table of another root, exit 0 (and, $SSMREPRO_ROOT naming another project, `-f
     # <checkout>/results/<paper>/<id>/results-<profile>.csv` a committed table of the checkout)
     committed = [p / "results" for p in (repo_root(), *guarded_projects())]
