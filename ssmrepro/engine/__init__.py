@@ -309,9 +309,9 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
         d.untimed = [why for _, why in untimed]
         d.untimed_runs = sum(len(rs) for rs, _ in untimed)
     d.planner = list(costs.log) if costs else []
-    d.warnings = store.to_say() + ([workers_capped(workers, device)]
-                                   if engine == "local" and workers_capped(workers, device)
-                                   else [])  # (as `run` says it: packs planned for fewer)
+    capped = workers_capped(workers, device) if engine == "local" else None
+    d.warnings = store.to_say() + ([capped] if capped else [])  # (as `run` says it: packs
+    #                                                             planned for fewer)
     d.nominal = [n.line() for n in notes.values()]
     return d
 
@@ -456,8 +456,9 @@ def run_experiment(
     threads = None
     if engine == "local":
         cap = default_workers(device, 10**9)  # one per core (CPU) or visible GPU
-        if workers_capped(workers, device):
-            warn_console.print(f"[yellow]warning:[/] {workers_capped(workers, device)}")
+        capped = workers_capped(workers, device)
+        if capped:
+            warn_console.print(f"[yellow]warning:[/] {capped}")
         want = min(workers or cap, cap)
         threads = threads_per_process(want, device, load)
     # the cost model times steps on this machine: it plans local runs, not a remote cluster's

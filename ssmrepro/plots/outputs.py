@@ -567,9 +567,7 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
     path = spec.path or spec.id
     over = spec.aggregate.select.over if spec.aggregate.select is not None else None
     errors: list[str] = []
-    profiles: dict[str, list] = {}
-    for r in runs:
-        profiles.setdefault(r.profile, []).append(r)
+    profiles = _by_profile(runs)
     judged: set[str] = set()  # claims some profile can judge
     can_fail: set[str] = set()  # claims some profile's cells can fail
     unfailing: dict[str, dict[str, list[str]]] = {}  # claim key -> why -> profiles
@@ -1478,9 +1476,7 @@ def _paper_values_of_several_cells(spec: Spec, runs: list) -> list[str]:
     if not spec.paper_values:
         return []
     errors = []
-    profiles: dict[str, list] = {}
-    for r in runs:
-        profiles.setdefault(r.profile, []).append(r)
+    profiles = _by_profile(runs)
     over = spec.aggregate.select.over if spec.aggregate.select is not None else None
     twice: set[int] = set()  # paper values already named as a second value of a cell
     for profile, rs in profiles.items():
