@@ -2332,13 +2332,15 @@ def open_store(spec, out: Path | None = None, readonly: bool = False) -> Store:
 
 
 def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
-                 run_ids: Iterable[str]) -> tuple[dict[str, Path], dict[str, tuple[str, ...]]]:
+                 run_ids: Iterable[str], runs: Iterable = ()
+                 ) -> tuple[dict[str, Path], dict[str, tuple[str, ...]]]:
     """Run id -> root of the store where `run` of ``spec`` claims and records that run
     (``Store.homes``): the store of a spec it reuses (in turn) whose runs of the same profile and
     ``--set`` include it, so that the `run` of that spec, which reads no store but its own and
     those it reuses, finds the claim and the record there. Of several such specs, the one that
     reuses fewest (then by paper and id): every spec of a chain or loop of reuse picks the same
-    store. A spec without that profile, or that ``overrides`` do not apply to, shares nothing;
+    store. A spec whose profiles (the same, then the others: ``runs``) plan none of them, or
+    that ``overrides`` do not apply to, shares nothing;
     nor does one whose store cannot be written (``_cannot_home``): a reused spec's folder that
     is a file, or a link outside ``out``, made `run` of the spec reusing it fail (exit 2), which
     only reads it (its runs count as not done, with a warning) and records them in its own.
@@ -2349,12 +2351,16 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
     (``Store.is_done``). Such a run was recorded in the reusing spec's own store, and the
     reused spec's `run`, run at once or after it, trained it again for its weights; the run's
     home keeping less than a spec between them in a chain of reuse, that spec trained it again;
-    in a loop of reuse, the spec picked as its home kept only its own."""
-    from .spec import SpecError
-    from .sweep import expand
+    in a loop of reuse, the spec picked as its home kept only its own.
 
-    wanted, reused = set(run_ids), reused_specs(spec)  # (once: each call loads the specs from
-    # disk, and once per run id the 600 runs of huang2025-figA4's paper profile took 10-25 s)
+    ``runs``: the configs of those run ids, to find them among a reused spec's runs of its other
+    profiles too (a run only its paper profile plans, `run` of it trained again)."""
+    from .spec import SpecError
+    from .sweep import expand, may_plan
+
+    wanted, reused, runs = set(run_ids), reused_specs(spec), list(runs)  # (once: each call
+    # loads the specs from disk, and once per run id the 600 runs of huang2025-figA4's paper
+    # profile took 10-25 s)
     best: dict[str, tuple] = {r: (len(reused), spec.paper, spec.id) for r in wanted}
     homes: dict[str, Path] = {}
     having: dict[str, list] = {}  # run id -> (what a reused spec that has it keeps, the stores
@@ -2366,16 +2372,27 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
         try:
             theirs = expand(other, profile, overrides=overrides) or []
         except (SpecError, ValueError):
-            continue
+            theirs = []
+        # and those of its other profiles (expanded only where one may plan a run still
+        # unshared: `may_plan`): a run it plans under another profile alone was recorded in
+        # this spec's store, and its `run` of that profile trained the run again
+        has = {r.run_id for r in theirs} & wanted
+        for name in other.profiles:
+            alone = [r for r in runs if r.run_id in wanted - has]
+            if alone and name != profile and may_plan(other, name, overrides, alone):
+                try:
+                    has |= {r.run_id for r in expand(other, name, overrides=overrides) or []
+                            } & wanted
+                except (SpecError, ValueError):
+                    continue
         theirs_reused = reused_specs(other)
         rank = (len(theirs_reused), other.paper, other.id)
         reads = {root} | {results_dir(s, out) for s in theirs_reused}
-        for r in theirs:
-            if r.run_id in wanted:
-                having.setdefault(r.run_id, []).append((kept(other), reads))
-                if rank < best[r.run_id]:
-                    best[r.run_id] = rank
-                    homes[r.run_id] = root
+        for rid in sorted(has):
+            having.setdefault(rid, []).append((kept(other), reads))
+            if rank < best[rid]:
+                best[rid] = rank
+                homes[rid] = root
     mine, more, own = kept(spec), {}, results_dir(spec, out)
     for rid, specs in having.items():  # (homed in the spec's own store too: in a loop of
         # reuse, the spec that keeps less, picked as the home, kept only its own, and the other

@@ -29436,3 +29436,50 @@ def test_r58me_bench_packs_of_thousands_of_digits_are_named_short_as_out_of_rang
         res = _invoke("bench", "keep-nth-d8", "--packs", given, "--out", tmp_path / "b")
         _assert_refused(res, f"--packs {given!r}: pack sizes between 1 and 256")
     assert not (tmp_path / "b").exists()
+
+
+def test_r59a_a_run_a_reused_spec_plans_under_another_profile_is_homed_in_its_store(
+        tmp_path, monkeypatch):
+    """rb reuses ra; rb's smoke run S4D is one ra plans under its paper profile only: `run rb`
+    recorded it in rb's store, and `run ra --profile paper` trained it again. It is homed in
+    ra's store now, found by both. A profile that cannot plan it (ra's quick, whose train
+    settings differ) is not expanded to find out (koren2026-fig6's paper profile: seconds on
+    every `run koren2026-fig12`)."""
+    import ssmrepro.sweep as sweep_mod
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import shared_homes
+    from ssmrepro.sweep import expand, may_plan
+
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    s6, s4d = ({"label": m.upper(), "set": {"model.mixer": m}} for m in ("s6", "s4d"))
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    out = tmp_path / "out"
+    _one_run_spec(folder, name="ra", train=train, profiles={
+        "smoke": {"sweep": [{"cases": [s6]}]},
+        "quick": {"set": {"train.max_steps": 3}, "sweep": [{"cases": [s6, s4d]}]},
+        "paper": {"sweep": [{"cases": [s6, s4d]}]}})
+    _one_run_spec(folder, name="rb", train=train, reuse=["ra"], profiles={
+        "smoke": {"sweep": [{"cases": [s4d]}]}, "quick": {}, "paper": {}})
+    ra, rb = load_spec(folder / "ra.yaml"), load_spec(folder / "rb.yaml")
+    runs = expand(rb, "smoke")
+    (rid,) = [r.run_id for r in runs]
+    assert may_plan(ra, "quick", None, runs) == [] and may_plan(ra, "paper", None, runs) == runs
+    expanded = []
+    real = sweep_mod.expand
+    monkeypatch.setattr(sweep_mod, "expand", lambda s, p, **k: expanded.append(p) or real(s, p, **k))
+    assert shared_homes(rb, "smoke", None, out, [rid], runs) == ({rid: out / "tests/ra"}, {})
+    assert "quick" not in expanded and "paper" in expanded, expanded
+    env = {"SSMREPRO_ROOT": str(root)}
+    res = _invoke("run", "rb", "--profile", "smoke", "--out", out, "--no-plot",
+                  "--no-calibrate", "--workers", "1", env=env)
+    assert res.exit_code == 0 and "trained 1 runs" in res.output, res.output
+    assert (out / f"tests/ra/runs/{rid}.json").is_file()
+    res = _invoke("run", "ra", "--profile", "paper", "--out", out, "--dry-run", env=env)
+    assert res.exit_code == 0 and "1 done, 1 pending" in res.output, res.output
+    res = _invoke("show", "rb", "--profile", "smoke", "--out", out, env=env)
+    assert res.exit_code == 0 and "pending" not in res.output, res.output

@@ -408,7 +408,8 @@ def run_experiment(
     runs, unique, pending = _pending(spec, profile, store, max_runs, overrides,
                                      data=engine == "local")  # (a Ray cluster's: its own)
     # a run the `run` of a spec this one reuses trains too is claimed and recorded in its store
-    store.homes, more = shared_homes(spec, profile, overrides, out, [r.run_id for r in unique])
+    store.homes, more = shared_homes(spec, profile, overrides, out, [r.run_id for r in unique],
+                                     unique)
     done_before = len(unique) - len([r for r in unique if not store.is_done(r.run_id)])
     for w in store.to_say():
         warn_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)

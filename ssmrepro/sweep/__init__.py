@@ -20,6 +20,7 @@ from .expand import (
     effective_overrides,
     expand,
     layer_spelling_problems,
+    may_plan,
     overrides_tag,
     overrides_text,
     parse_config,
@@ -32,6 +33,7 @@ from .expand import (
 
 __all__ = ["CODE_VERSION", "MEMBER_FIELDS", "SECTIONS", "EarlyStop", "RunConfig", "Schedule",
            "TrainConfig", "axis_points", "config_identity", "effective_overrides",
-           "expand", "flatten", "layer_spelling_problems", "lean", "overrides_tag", "overrides_text",
+           "expand", "flatten", "layer_spelling_problems", "lean", "may_plan", "overrides_tag",
+           "overrides_text",
            "parse_config", "parse_overrides", "parsed_identity", "per_point", "run_id_of", "set_dotted",
            "swept_keys", "unique_runs", "validate_sections"]

@@ -1004,6 +1004,43 @@ def refuse_inert_points(spec: Spec, profile: str, runs: list[RunConfig], keys: l
                          "that key from the sweep"])
 
 
+def may_plan(spec: Spec, profile: str, overrides: dict[str, Any] | None,
+             runs: list[RunConfig]) -> list[RunConfig]:
+    """Those of ``runs`` (another spec's) that ``expand(spec, profile, overrides)`` may plan,
+    judged without expanding it: a run whose config differs from a value every run of the
+    profile has (the spec's and the profile's settings, then ``overrides``, where no sweep key
+    or derived value can replace them: ``train.max_steps`` of a smoke profile) is not among its
+    runs. Only values of one kind (numbers, strings, ...) are compared; a value the validation
+    may coerce ('1e-3' read as a string) keeps the run. Cheap: no point is built, so a spec
+    `reuse`d by another can be asked about its profiles of 20,000 runs (koren2026-fig6's paper:
+    seconds to expand) for nothing. A profile whose settings cannot be applied keeps them all
+    (``expand`` says why)."""
+    prof = spec.profiles.get(profile)
+    if prof is None or spec.analytic is not None:
+        return []
+    base = {k: copy.deepcopy(dict(getattr(spec, k))) for k in SECTIONS}
+    try:
+        for k, v in [*prof.set.items(), *(overrides or {}).items()]:
+            set_dotted(base, k, v, [])
+        axes = prof.sweep if prof.sweep is not None else spec.sweep
+        swept = {k for axis in axes for _, ov in axis_points(axis) for k in ov} | set(spec.derived)
+    except (KeyError, ValueError):
+        return list(runs)
+    fixed = {k: v for k, v in flatten(base).items()
+             if not any(k == s or k.startswith(s + ".") or s.startswith(k + ".") for s in swept)}
+
+    def kind(v: Any) -> str:
+        return ("bool" if isinstance(v, bool) else "number" if isinstance(v, (int, float))
+                else type(v).__name__)
+
+    def differs(run: RunConfig) -> bool:
+        flat = run.flat()
+        return any(k in flat and kind(flat[k]) == kind(v) and flat[k] != v
+                   for k, v in fixed.items())
+
+    return [r for r in runs if not differs(r)]
+
+
 def unique_runs(runs: list[RunConfig]) -> list[RunConfig]:
     """First occurrence of each run id (a run shown under two labels is trained once)."""
     out: dict[str, RunConfig] = {}
