@@ -2354,7 +2354,8 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
     in a loop of reuse, the spec picked as its home kept only its own.
 
     ``runs``: the configs of those run ids, to find them among a reused spec's runs of its other
-    profiles too (a run only its paper profile plans, `run` of it trained again)."""
+    profiles too, and of its profiles without ``overrides`` (a run only its paper profile
+    plans, or one that `--set` made and its sweep plans without, `run` of it trained again)."""
     from .spec import SpecError
     from .sweep import expand, may_plan
 
@@ -2377,12 +2378,14 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
         # unshared: `may_plan`): a run it plans under another profile alone was recorded in
         # this spec's store, and its `run` of that profile trained the run again
         has = {r.run_id for r in theirs} & wanted
-        for name in other.profiles:
+        # (and without the `--set` given here: a run that `--set model.d_state=8` makes is one of
+        # those the reused spec's sweep of it plans without any)
+        for name, given in [(p, overrides) for p in other.profiles if p != profile] + (
+                [(p, None) for p in other.profiles] if overrides else []):
             alone = [r for r in runs if r.run_id in wanted - has]
-            if alone and name != profile and may_plan(other, name, overrides, alone):
+            if alone and may_plan(other, name, given, alone):
                 try:
-                    has |= {r.run_id for r in expand(other, name, overrides=overrides) or []
-                            } & wanted
+                    has |= {r.run_id for r in expand(other, name, overrides=given) or []} & wanted
                 except (SpecError, ValueError):
                     continue
         theirs_reused = reused_specs(other)

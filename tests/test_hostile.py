@@ -29483,3 +29483,33 @@ def test_r59a_a_run_a_reused_spec_plans_under_another_profile_is_homed_in_its_st
     assert res.exit_code == 0 and "1 done, 1 pending" in res.output, res.output
     res = _invoke("show", "rb", "--profile", "smoke", "--out", out, env=env)
     assert res.exit_code == 0 and "pending" not in res.output, res.output
+
+
+def test_r59a_a_run_set_makes_that_a_reused_spec_plans_without_it_is_homed_in_its_store(
+        tmp_path, monkeypatch):
+    """ra sweeps model.d_state over 4 and 8; `run rb --set model.d_state=8` (rb reusing ra)
+    makes ra's d_state=8 run (the same config, the same id), but ra's sweep with that `--set`
+    is refused (it sweeps the key), so the run was recorded in rb's store and `run ra` trained
+    it again. It is homed in ra's store, found by `run ra` and `show rb --set ...`."""
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    s4d = {"label": "S4D", "set": {"model.mixer": "s4d"}}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    out = tmp_path / "out"
+    _one_run_spec(folder, name="ra", train=train,
+                  sweep=[{"cases": [s4d]}, {"grid": {"model.d_state": [4, 8]}}])
+    _one_run_spec(folder, name="rb", train=train, reuse=["ra"], sweep=[{"cases": [s4d]}])
+    env = {"SSMREPRO_ROOT": str(root)}
+    res = _invoke("run", "rb", "--profile", "smoke", "--out", out, "--no-plot", "--set",
+                  "model.d_state=8", "--no-calibrate", "--workers", "1", env=env)
+    assert res.exit_code == 0 and "trained 1 runs" in res.output, res.output
+    assert not list((out / "tests/rb/runs").glob("*.json"))
+    res = _invoke("run", "ra", "--profile", "smoke", "--out", out, "--dry-run", env=env)
+    assert res.exit_code == 0 and "1 done, 1 pending" in res.output, res.output
+    res = _invoke("show", "rb", "--profile", "smoke", "--out", out, "--set", "model.d_state=8",
+                  env=env)
+    assert res.exit_code == 0 and " ok " in res.output, res.output
