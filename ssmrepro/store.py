@@ -2366,6 +2366,13 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
     homes: dict[str, Path] = {}
     having: dict[str, list] = {}  # run id -> (what a reused spec that has it keeps, the stores
     #                               that spec reads)
+    flats: dict[str, dict] = {}  # run id -> its config (`may_plan`), worked out once
+
+    def flat(r) -> dict:
+        if r.run_id not in flats:
+            flats[r.run_id] = r.flat()
+        return flats[r.run_id]
+
     for other in reused:
         root = results_dir(other, out)
         if _cannot_home(root):  # (before its sweep is expanded)
@@ -2382,8 +2389,9 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
         # those the reused spec's sweep of it plans without any)
         for name, given in [(p, overrides) for p in other.profiles if p != profile] + (
                 [(p, None) for p in other.profiles] if overrides else []):
-            alone = [r for r in runs if r.run_id in wanted - has]
-            if alone and may_plan(other, name, given, alone):
+            left = wanted - has
+            alone = [r for r in runs if r.run_id in left]
+            if alone and may_plan(other, name, given, (flat(r) for r in alone)):
                 try:
                     has |= {r.run_id for r in expand(other, name, overrides=given) or []} & wanted
                 except (SpecError, ValueError):

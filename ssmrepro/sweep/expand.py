@@ -13,6 +13,7 @@ import copy
 import functools
 import itertools
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import ValidationError
@@ -1005,19 +1006,19 @@ def refuse_inert_points(spec: Spec, profile: str, runs: list[RunConfig], keys: l
 
 
 def may_plan(spec: Spec, profile: str, overrides: dict[str, Any] | None,
-             runs: list[RunConfig]) -> list[RunConfig]:
-    """Those of ``runs`` (another spec's) that ``expand(spec, profile, overrides)`` may plan,
-    judged without expanding it: a run whose config differs from a value every run of the
-    profile has (the spec's and the profile's settings, then ``overrides``, where no sweep key
-    or derived value can replace them: ``train.max_steps`` of a smoke profile) is not among its
-    runs. Only values of one kind (numbers, strings, ...) are compared; a value the validation
-    may coerce ('1e-3' read as a string) keeps the run. Cheap: no point is built, so a spec
-    `reuse`d by another can be asked about its profiles of 20,000 runs (koren2026-fig6's paper:
-    seconds to expand) for nothing. A profile whose settings cannot be applied keeps them all
-    (``expand`` says why)."""
+             flats: Iterable[dict[str, Any]]) -> bool:
+    """Whether ``expand(spec, profile, overrides)`` may plan one of the runs (another spec's)
+    whose configs are ``flats`` (``RunConfig.flat``), judged without expanding it: a run whose
+    config differs from a value every run of the profile has (the spec's and the profile's
+    settings, then ``overrides``, where no sweep key or derived value can replace them:
+    ``train.max_steps`` of a smoke profile) is not among its runs. Only values of one kind
+    (numbers, strings, ...) are compared; a value the validation may coerce ('1e-3' read as a
+    string) keeps the run. Cheap: no point is built, so a spec `reuse`d by another can be asked
+    about its profiles of 20,000 runs (koren2026-fig6's paper: seconds to expand) for nothing.
+    A profile whose settings cannot be applied may plan them (``expand`` says why not)."""
     prof = spec.profiles.get(profile)
     if prof is None or spec.analytic is not None:
-        return []
+        return False
     base = {k: copy.deepcopy(dict(getattr(spec, k))) for k in SECTIONS}
     try:
         for k, v in [*prof.set.items(), *(overrides or {}).items()]:
@@ -1025,7 +1026,7 @@ def may_plan(spec: Spec, profile: str, overrides: dict[str, Any] | None,
         axes = prof.sweep if prof.sweep is not None else spec.sweep
         swept = {k for axis in axes for _, ov in axis_points(axis) for k in ov} | set(spec.derived)
     except (KeyError, ValueError):
-        return list(runs)
+        return True
     fixed = {k: v for k, v in flatten(base).items()
              if not any(k == s or k.startswith(s + ".") or s.startswith(k + ".") for s in swept)}
 
@@ -1033,12 +1034,8 @@ def may_plan(spec: Spec, profile: str, overrides: dict[str, Any] | None,
         return ("bool" if isinstance(v, bool) else "number" if isinstance(v, (int, float))
                 else type(v).__name__)
 
-    def differs(run: RunConfig) -> bool:
-        flat = run.flat()
-        return any(k in flat and kind(flat[k]) == kind(v) and flat[k] != v
-                   for k, v in fixed.items())
-
-    return [r for r in runs if not differs(r)]
+    return any(not any(k in flat and kind(flat[k]) == kind(v) and flat[k] != v
+                       for k, v in fixed.items()) for flat in flats)
 
 
 def unique_runs(runs: list[RunConfig]) -> list[RunConfig]:
