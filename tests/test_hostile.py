@@ -29436,3 +29436,26 @@ def test_r58me_bench_packs_of_thousands_of_digits_are_named_short_as_out_of_rang
         res = _invoke("bench", "keep-nth-d8", "--packs", given, "--out", tmp_path / "b")
         _assert_refused(res, f"--packs {given!r}: pack sizes between 1 and 256")
     assert not (tmp_path / "b").exists()
+
+
+def test_r59e_a_slope_tol_is_bounded_by_every_profiles_own_grid(tmp_path):
+    """A `loglog_slope` tol was bounded by the runs `validate_outputs` was given: `run --profile
+    smoke` (widths 4 and 64) refused a tol the paper profile's widths 4..64 can fail, which
+    `validate` accepted; and `validate` pooled every profile's widths (4 beside 5), so a tol no
+    group of any profile can fail was accepted. Each profile's and group's own gap bounds it,
+    judged with every profile's runs."""
+    one = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}]
+    slope = {"text": "t", "check": "loglog_slope", "metric": "test.loss", "x": "model.d_model",
+             "expected": -1.0, "tol": 500, "min_points": 2}
+
+    def spec(smoke, paper):
+        grid = {p: {"sweep": [*one, {"grid": {"model.d_model": xs}}]}
+                for p, xs in (("smoke", smoke), ("quick", smoke), ("paper", paper))}
+        return write_spec(tmp_path, seeds=[0], claims=[slope], profiles=grid)
+
+    path = spec([4, 64], [4, 8, 16, 32, 64])
+    assert _invoke("validate", path).exit_code == 0
+    res = _invoke("run", path, "--profile", "smoke", "--dry-run", "--out", tmp_path / "o")
+    assert res.exit_code == 0 and "cannot fail" not in res.output, res.output
+    res = _invoke("validate", spec([4, 64], [5, 40, 320]))
+    _assert_refused(res, "claims.0.tol: -1 ± 500 holds every slope", "2.079 apart in log")

@@ -356,8 +356,10 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors += _ordering_always_holds(path, key, cfg, spread, claim_max)
         if cfg.check in ("monotone", "spread", "collapse"):  # (an expression's range too)
             errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread, claim_max)
-        if isinstance(cfg, LogLogSlopeConfig):
-            errors += _any_slope(path, key, cfg, run_index, spread, claim_max)
+        if isinstance(cfg, LogLogSlopeConfig) and runs and set(spec.profiles) <= {
+                r.profile for r in runs}:  # (as a frontier's factor: one profile's grid, as
+            # `run --profile smoke` validates, refused a tol its paper grid can fail)
+            errors += _any_slope(path, key, cfg, runs, run_index, spread, claim_max)
         if isinstance(cfg, RecallFrontierConfig) and runs and set(spec.profiles) <= {
                 r.profile for r in runs}:  # (one profile's runs, as `run` validates, are not
             # judged: a factor beyond that profile's grid alone is no factor beyond the paper's)
@@ -922,25 +924,35 @@ def _any_accuracy(path: str, key: str, metric: str, tol: float,
             f"[{rng[0]:g}, {rng[1]:g}]{hint})"]
 
 
-def _any_slope(path: str, key: str, cfg: LogLogSlopeConfig, runs: CellIndex | None,
-               spread: dict[str, str], loss_max: float | None) -> list[str]:
+def _any_slope(path: str, key: str, cfg: LogLogSlopeConfig, runs: list,
+               index: CellIndex | None, spread: dict[str, str],
+               loss_max: float | None) -> list[str]:
     """A ``loglog_slope`` tolerance so wide that ``expected ± tol`` holds every slope the runs
     can give: the claim cannot fail (`tol: 1e308` PASSed any slope). A fitted slope is at most
     (H - L) / g in magnitude, where log metric lies in [L, H] (a positive float64, at most the
-    top of the metric's range) and g is the least gap between two of the runs' log x (the
-    least-squares slope of values in an interval of width W is at most W / g)."""
-    if runs is None or not has_column(runs.cells, cfg.x):
+    top of the metric's range) and g is the least gap between two log x of a group the claim
+    fits (the least-squares slope of values in an interval of width W is at most W / g). A
+    slope is fitted per profile and group (``where``, ``group_by``) of at least ``min_points``
+    values of x, so g is the least over those of every profile: one profile's gap alone (`run
+    --profile smoke`, two widths) refused a tol that the paper profile's grid can fail, and the
+    gap of every profile's x pooled (`validate`) let pass one that no group can fail."""
+    if index is None or any(not has_column(index.cells, k)
+                            for k in (cfg.x, *cfg.where, *cfg.group_by)):
         return []
-    xs = set()
-    for x in runs.values(cfg.x):  # (a run without the key, or text: no point; text is refused)
-        try:
-            xs.add(float(x))
+    groups: dict[tuple, set[float]] = {}  # (profile, group) -> its positive x
+    for pos in index.positions(cfg.where) if cfg.where else range(len(runs)):
+        try:  # (a run without the key, or text: no point; text is refused)
+            x = float(index.values(cfg.x)[pos])
         except (TypeError, ValueError):
             continue
-    logs = np.log(sorted(x for x in xs if np.isfinite(x) and x > 0))
-    if len(logs) < 2:
-        return []
-    gap = float(np.min(np.diff(logs)))
+        group = (runs[pos].profile, *(str(index.values(k)[pos]) for k in cfg.group_by))
+        if np.isfinite(x) and x > 0:
+            groups.setdefault(group, set()).add(x)
+    gaps = [float(np.min(np.diff(np.log(sorted(xs))))) for xs in groups.values()
+            if len(xs) >= cfg.min_points]
+    if not gaps:
+        return []  # no group any profile judges (``unjudged``'s)
+    gap = min(gaps)
     rng = _bounded_range(cfg.metric, spread, loss_max)
     top = rng[1] if rng and rng[1] > 0 else sys.float_info.max
     # the least positive float64 is 2**-1074 (its log taken as such: a subnormal read as 0
