@@ -29459,3 +29459,36 @@ def test_r59e_a_slope_tol_is_bounded_by_every_profiles_own_grid(tmp_path):
     assert res.exit_code == 0 and "cannot fail" not in res.output, res.output
     res = _invoke("validate", spec([4, 64], [5, 40, 320]))
     _assert_refused(res, "claims.0.tol: -1 ± 500 holds every slope", "2.079 apart in log")
+
+
+def test_r59e_a_claim_on_a_metric_its_runs_never_record_is_refused(tmp_path):
+    """`test.acc >= 0.01` over a classification case and a regression case (which records
+    test.mse), or `long.acc` on S4D alone where only S6 sets `train.evals.long`: every cell
+    without it read as a miss, 'not measured', and the claim FAILed whatever was trained (a
+    paper value on the regression case 'differs'). Refused; narrowed to runs that record the
+    metric, taken."""
+    agg = {"reduce": "mean", "metrics": ["test.acc", "test.loss"]}
+    cases = [{"label": "C", "set": {"model.mixer": "s6"}},
+             {"label": "R", "set": {"task": {"name": "cosine_operator", "L": 8, "n_terms": 2}}}]
+    claim = {"text": "x", "metric": "test.acc", "op": ">=", "value": 0.01}
+    for where, refused in (({}, True), ({"label": "C"}, False)):
+        res = _invoke("validate", write_spec(tmp_path, sweep=[{"cases": cases}], aggregate=agg,
+                                             claims=[{**claim, "where": where}]))
+        if refused:
+            _assert_refused(res, "claims.0.metric: test.acc: the runs of label 'R' never record "
+                            "test.acc (a regression task, scored by mse)")
+        else:
+            assert res.exit_code == 0, res.output
+    res = _invoke("validate", write_spec(tmp_path, sweep=[{"cases": cases}], aggregate=agg,
+                                         paper_values=[{"where": {"label": "R"}, "value": 0.5,
+                                                        "metric": "test.acc", "tol": 0.1}]))
+    _assert_refused(res, "paper_values.0.metric: test.acc: the runs of its cell (label 'R') "
+                    "never record test.acc")
+    cases = [{"label": "S6", "set": {"model.mixer": "s6", "train.evals": {"long": {"T": 12}}}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    res = _invoke("validate", write_spec(
+        tmp_path, sweep=[{"cases": cases}], aggregate={**agg, "metrics": ["test.acc", "long.acc"]},
+        claims=[{**claim, "metric": "long.acc", "where": {"label": "S4D"}}]))
+    _assert_refused(res, "claims.0.metric: long.acc reads the evaluation set 'long', which its "
+                    "runs in profile smoke do not have (label 'S4D': train.evals), though other "
+                    "runs of the profile do")

@@ -1292,6 +1292,32 @@ def aggregate_metric_problems(spec: Spec, runs: list) -> list[str]:
 _SCORE_OF = {"acc": "cross_entropy", "best_acc": "cross_entropy", "mse": "mse", "best_mse": "mse"}
 
 
+def _score_tail(name: str) -> str:
+    """The metric a set records that ``name`` (``test.acc``, ``val.best_mse.std``,
+    ``test.acc.p50``) reads: ``acc``, ``best_mse``."""
+    return name.partition(".")[2].removesuffix(".std").split(".p")[0]
+
+
+def _score_names(metrics: list[str]) -> list[str]:
+    """The scores of a set (``test.acc``, ``long.best_mse``, their seed spreads and
+    percentiles) that ``metrics`` (claim metrics or expressions) read, sorted."""
+    names: set[str] = set()
+    for m in metrics:
+        try:
+            names |= report.metric_names(m)
+        except ExprError:
+            continue
+    return sorted(n for n in names if n.partition(".")[0] not in ("task", "model")
+                  and _score_tail(n) in _SCORE_OF)
+
+
+def _never_scored(name: str) -> str:
+    """Why a run that does not record the score ``name`` (``_score_names``) does not: 'a
+    regression task, scored by mse' (of test.acc), or the other way round."""
+    return ("a regression task, scored by mse" if _SCORE_OF[_score_tail(name)] == "cross_entropy"
+            else "a classification task, scored by acc")
+
+
 def _score_kind(losses: set[str]) -> str:
     """'every run's task is a regression task, scored by mse' (or classification, acc) for the
     one loss of ``losses``."""
@@ -1362,10 +1388,27 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
                           "run or paper value, so the panel would show no paper value; check "
                           "the spelling")
 
+    losses: dict[str, str | None] = {}  # a task config's loss, each built once
+    task_keys: dict[int, str] = {}  # (a sweep point's seeds share its task config object)
+
+    def unscored(scores: list[str], r: Any) -> str:
+        """The first of ``scores`` (``_score_names``: test.acc, val.best_mse) that the task of
+        run ``r`` never records ('' if none; not judged where its task cannot be built here)."""
+        if not scores:
+            return ""
+        key_ = task_keys.setdefault(id(r.task), r.task.model_dump_json())
+        if key_ not in losses:
+            got = _task_losses([r])
+            losses[key_] = next(iter(got)) if got else None
+        return next((n for n in scores if losses[key_] is not None
+                     and _SCORE_OF[_score_tail(n)] != losses[key_]), "")
+
     def evaluated(key: str, cfg: Any) -> None:
-        """A claim whose cells, in one profile, are of runs with and without the evaluation set
-        its metric reads (`train.evals` set by one case): the cells without it read as misses,
-        'not measured', and the claim FAILed whatever was trained."""
+        """A claim whose cells, in one profile, are of runs without the evaluation set its
+        metric reads (`train.evals` set by one case), beside runs of the profile with it, or of
+        a task that never records its score (test.acc of a regression task): those cells read
+        as misses, 'not measured', and the claim FAILed whatever was trained (a profile none of
+        whose runs has the set is MISSING there, as it should)."""
         names = [cfg.metric, *(g.metric for g in cfg.given)]
         if isinstance(cfg, OrderingConfig):
             selections = [cfg.a, cfg.b]
@@ -1378,25 +1421,39 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
         # the runs of every selection together: an ordering's a-cells with the set and its
         # b-cells without it (each side alike) was accepted, and FAILed 'not measured'
         have: dict[str, dict[bool, str]] = {}
+        missing: dict[str, str] = {}  # per profile, the first set a run of the claim lacks
+        scores = _score_names(names)
         for where in selections:
             if not isinstance(where, dict) or any(not has_column(cells, k) for k in where):
                 continue
             for pos in index.positions(where):
                 r = runs[pos]
+                score = unscored(scores, r)
+                if score:
+                    errors.append(f"{path}: {key}.metric: {cfg.metric}: the runs of label "
+                                  f"{r.label!r} never record {score} ({_never_scored(score)}): "
+                                  "their cells would read as misses, 'not measured', whatever "
+                                  "was trained; narrow it to the runs that record it")
+                    return
                 lack = report.unmeasured_sets(names, set(r.train.evals))
                 have.setdefault(r.profile, {}).setdefault(not lack, r.label)
                 if lack:
-                    missing = lack[0]
+                    missing.setdefault(r.profile, lack[0])
         for prof, seen in have.items():
-            if len(seen) == 2:
+            if len(seen) == 2 or (False in seen and missing[prof] in profile_sets[prof]):
+                some = "some of its runs" if len(seen) == 2 else "its runs"
                 errors.append(
                     f"{path}: {key}.metric: {cfg.metric} reads the evaluation set "
-                    f"{missing!r}, which some of its runs in profile {prof} do not have "
-                    f"(label {seen[False]!r}: train.evals): their cells would read as "
-                    "misses, 'not measured', whatever was trained; narrow it to the runs "
-                    "that have the set")
+                    f"{missing[prof]!r}, which {some} in profile {prof} do not have "
+                    f"(label {seen[False]!r}: train.evals)"
+                    + ("" if len(seen) == 2 else ", though other runs of the profile do")
+                    + ": their cells would read as misses, 'not measured', whatever was "
+                    "trained; narrow it to the runs that have the set")
                 return
 
+    profile_sets: dict[str, set[str]] = {}  # the named evaluation sets of each profile's runs
+    for r in runs:
+        profile_sets.setdefault(r.profile, set()).update(r.train.evals)
     rows = cells
     for i, cfg in _parsed_claims(spec):
         for field in ("where", "a", "b"):
@@ -1407,6 +1464,15 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
         # elsewhere: 'not measured, differs', counted among the values compared (in a profile
         # without the set it is 'missing', not compared)
         if not pv.where or any(not has_column(cells, k) for k in pv.where):
+            continue
+        scores = _score_names([pv.metric])
+        never = next(((r, n) for r in (runs[p] for p in index.positions(pv.where))
+                      if (n := unscored(scores, r))), None)
+        if never:  # (a regression task's test.acc: 'not measured | differs' for ever)
+            errors.append(f"{path}: paper_values.{i}.metric: {pv.metric}: the runs of its cell "
+                          f"(label {never[0].label!r}) never record {never[1]} "
+                          f"({_never_scored(never[1])}): it would read 'not measured' and "
+                          "differ, whatever was trained")
             continue
         for prof in dict.fromkeys(r.profile for r in runs):
             mine = [runs[p] for p in index.positions(pv.where) if runs[p].profile == prof]
