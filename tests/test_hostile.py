@@ -29492,3 +29492,20 @@ def test_r59e_a_claim_on_a_metric_its_runs_never_record_is_refused(tmp_path):
     _assert_refused(res, "claims.0.metric: long.acc reads the evaluation set 'long', which its "
                     "runs in profile smoke do not have (label 'S4D': train.evals), though other "
                     "runs of the profile do")
+
+
+def test_r59e_a_float32_loss_bound_is_judged_with_every_profiles_runs(tmp_path):
+    """`test.loss <= 1e39` where smoke trains float32 and paper float64: `validate` took it (a
+    float64 loss can miss it), but `run --profile smoke` (and `plot`, `verify`) refused it as a
+    claim that 'holds for every run', judged by smoke's float32 runs alone. Both take it now;
+    with every profile float32, `validate` refuses it."""
+    claim = {"text": "x", "metric": "test.loss", "op": "<=", "value": 1e39}
+    path = write_spec(tmp_path, seeds=[0], claims=[claim], profiles={
+        "smoke": {}, "quick": {}, "paper": {"set": {"train.dtype": "float64"}}})
+    assert _invoke("validate", path).exit_code == 0
+    res = _invoke("run", path, "--profile", "smoke", "--dry-run", "--no-estimate",
+                  "--out", tmp_path / "o")
+    assert res.exit_code == 0 and "cannot fail" not in res.output, res.output
+    res = _invoke("validate", write_spec(tmp_path, seeds=[0], claims=[claim]))
+    _assert_refused(res, "claims.0.value: test.loss <= 1e+39 holds for every run (a float32 "
+                    "loss lies in [0, 3.403e+38])")

@@ -199,8 +199,11 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
 
     spread = _spread_columns(spec)
     # a float32 run's loss, if finite, is at most the largest float32 (a claim `test.loss <=
-    # 1e308` PASSed for any finite loss)
-    loss_max = FLOAT32_MAX if runs and all(
+    # 1e308` PASSed for any finite loss); judged with every profile's runs, as `validate`
+    # gives them (`run --profile smoke`, float32, refused a bound the paper profile's float64
+    # runs can miss, which `validate` accepted)
+    every_profile = bool(runs) and set(spec.profiles) <= {r.profile for r in runs}
+    loss_max = FLOAT32_MAX if every_profile and all(
         getattr(r.train, "dtype", None) == "float32" for r in runs) else None
     stems = set()
     files: dict[str, tuple[str, str, str]] = {}  # folded file -> (key, profile, file)
@@ -267,6 +270,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         stems.add(stem)
     seen_claims: dict[str, int] = {}
     run_index = CellIndex(_config_rows(runs)) if runs else None
+    dtype_index = run_index if every_profile else None  # (``_float32_only``'s, as loss_max)
     for i, raw in enumerate(spec.claims):
         key = f"claims.{i}"
         try:
@@ -286,7 +290,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                                     model=report.CHECKS[raw.get("check", report.DEFAULT_CHECK)].Config)
             continue
         refs(key, cfg)
-        claim_max = loss_max if loss_max is not None else _float32_only(cfg, run_index)
+        claim_max = loss_max if loss_max is not None else _float32_only(cfg, dtype_index)
         try:
             needs = report.metric_names(cfg.metric)
         except ExprError as err:
@@ -437,7 +441,6 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                    and sel.over in cfg.column_refs()
                    and not any(sel.over in (getattr(cfg, f, None) or {}) for f in
                                ("where", "a", "b"))]
-    every_profile = bool(runs) and set(spec.profiles) <= {r.profile for r in runs}
     one_seed = every_profile and spec.paper_values and all(
         _most_seeds(rs, report.cell_keys(rs)) < 2 for rs in _by_profile(runs).values())
     for i, pv in enumerate(spec.paper_values):
@@ -453,7 +456,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                 errors.append(f"{path}: paper_values.{i}.where.{k}: unknown column {k!r}")
         if pv.metric not in metrics | {N_PARAMS}:
             errors.append(f"{path}: paper_values.{i}.metric: {no_metric(repr(pv.metric), None)}")
-        pv_max = loss_max if loss_max is not None else _float32_only(pv, run_index)
+        pv_max = loss_max if loss_max is not None else _float32_only(pv, dtype_index)
         errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)], spread,
                                pv_max)
         if spread.get(pv.metric) == _STD and pv.value < 0:  # as a negative loss: never matched
