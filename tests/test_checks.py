@@ -517,3 +517,29 @@ def test_a_paper_value_of_a_cell_with_no_run_finished_is_unfinished_not_not_run(
     assert got[1].detail == "0 of 1 runs finished"
     assert paper_value_tally(got) == ("1 of 1 compared within tolerance; 1 cells not finished, "
                                       "not compared; 1 cells not run in this profile")
+
+
+def test_r59e_an_expression_zero_but_for_rounding_is_zero():
+    """Seeds 0.8 and 0.9 (mean 0.8500000000000001) beside 0.85 and 0.85: `val.acc - test.acc
+    >= 0` FAILed (ours -1.11e-16) and an ordering of two such drops was out of order, while
+    `test.acc <= 0.85` PASSed (``close`` is relative, so only 0 was within rounding of 0). The
+    difference is 0.0; a real difference of tiny values, and an expression the interval
+    arithmetic cannot follow, keep their value."""
+    runs = [Run("A", {"model.d": 4}, s) for s in (0, 1)]
+    df = pd.DataFrame([{"run_id": f"r{i}", "label": "A", "seed": r.seed, "status": "ok",
+                        "test.acc": t, "val.acc": 0.85, "test.loss": 1e-5 + i * 1e-10,
+                        "val.loss": 1e-5, **r.flat()}
+                       for i, (r, t) in enumerate(zip(runs, (0.8, 0.9)))])
+    cells = aggregate(df, runs, "mean", ["test.acc", "val.acc", "test.loss", "val.loss"])
+
+    def verdicts(*claims):
+        spec = SimpleNamespace(claims=list(claims), paper_values=[], claim="c")
+        return [(v.verdict, v.ours) for v in verify(spec, cells, cell_keys(runs))]
+
+    assert verdicts({"text": "t", "metric": "val.acc - test.acc", "op": ">=", "value": 0},
+                    {"text": "t", "metric": "test.acc - val.acc", "op": "<=", "value": 0}) == [
+        ("PASS", 0.0), ("PASS", 0.0)]
+    assert verdicts({"text": "t", "metric": "test.loss - val.loss", "op": "<=",
+                     "value": 0})[0][0] == "FAIL"  # 5e-11 apart: no rounding
+    assert verdicts({"text": "t", "metric": "round(test.acc, 1) / 1e12", "op": "<=",
+                     "value": 0})[0][0] == "FAIL"

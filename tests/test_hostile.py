@@ -29514,3 +29514,76 @@ def test_r59a_a_run_set_makes_that_a_reused_spec_plans_without_it_is_homed_in_it
     res = _invoke("show", "rb", "--profile", "smoke", "--out", out, "--set", "model.d_state=8",
                   env=env)
     assert res.exit_code == 0 and " ok " in res.output, res.output
+
+
+def test_r59e_a_slope_tol_is_bounded_by_every_profiles_own_grid(tmp_path):
+    """A `loglog_slope` tol was bounded by the runs `validate_outputs` was given: `run --profile
+    smoke` (widths 4 and 64) refused a tol the paper profile's widths 4..64 can fail, which
+    `validate` accepted; and `validate` pooled every profile's widths (4 beside 5), so a tol no
+    group of any profile can fail was accepted. Each profile's and group's own gap bounds it,
+    judged with every profile's runs."""
+    one = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}]
+    slope = {"text": "t", "check": "loglog_slope", "metric": "test.loss", "x": "model.d_model",
+             "expected": -1.0, "tol": 500, "min_points": 2}
+
+    def spec(smoke, paper):
+        grid = {p: {"sweep": [*one, {"grid": {"model.d_model": xs}}]}
+                for p, xs in (("smoke", smoke), ("quick", smoke), ("paper", paper))}
+        return write_spec(tmp_path, seeds=[0], claims=[slope], profiles=grid)
+
+    path = spec([4, 64], [4, 8, 16, 32, 64])
+    assert _invoke("validate", path).exit_code == 0
+    res = _invoke("run", path, "--profile", "smoke", "--dry-run", "--out", tmp_path / "o")
+    assert res.exit_code == 0 and "cannot fail" not in res.output, res.output
+    res = _invoke("validate", spec([4, 64], [5, 40, 320]))
+    _assert_refused(res, "claims.0.tol: -1 ± 500 holds every slope", "2.079 apart in log")
+
+
+def test_r59e_a_claim_on_a_metric_its_runs_never_record_is_refused(tmp_path):
+    """`test.acc >= 0.01` over a classification case and a regression case (which records
+    test.mse), or `long.acc` on S4D alone where only S6 sets `train.evals.long`: every cell
+    without it read as a miss, 'not measured', and the claim FAILed whatever was trained (a
+    paper value on the regression case 'differs'). Refused; narrowed to runs that record the
+    metric, taken."""
+    agg = {"reduce": "mean", "metrics": ["test.acc", "test.loss"]}
+    cases = [{"label": "C", "set": {"model.mixer": "s6"}},
+             {"label": "R", "set": {"task": {"name": "cosine_operator", "L": 8, "n_terms": 2}}}]
+    claim = {"text": "x", "metric": "test.acc", "op": ">=", "value": 0.01}
+    for where, refused in (({}, True), ({"label": "C"}, False)):
+        res = _invoke("validate", write_spec(tmp_path, sweep=[{"cases": cases}], aggregate=agg,
+                                             claims=[{**claim, "where": where}]))
+        if refused:
+            _assert_refused(res, "claims.0.metric: test.acc: the runs of label 'R' never record "
+                            "test.acc (a regression task, scored by mse)")
+        else:
+            assert res.exit_code == 0, res.output
+    res = _invoke("validate", write_spec(tmp_path, sweep=[{"cases": cases}], aggregate=agg,
+                                         paper_values=[{"where": {"label": "R"}, "value": 0.5,
+                                                        "metric": "test.acc", "tol": 0.1}]))
+    _assert_refused(res, "paper_values.0.metric: test.acc: the runs of its cell (label 'R') "
+                    "never record test.acc")
+    cases = [{"label": "S6", "set": {"model.mixer": "s6", "train.evals": {"long": {"T": 12}}}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    res = _invoke("validate", write_spec(
+        tmp_path, sweep=[{"cases": cases}], aggregate={**agg, "metrics": ["test.acc", "long.acc"]},
+        claims=[{**claim, "metric": "long.acc", "where": {"label": "S4D"}}]))
+    _assert_refused(res, "claims.0.metric: long.acc reads the evaluation set 'long', which its "
+                    "runs in profile smoke do not have (label 'S4D': train.evals), though other "
+                    "runs of the profile do")
+
+
+def test_r59e_a_float32_loss_bound_is_judged_with_every_profiles_runs(tmp_path):
+    """`test.loss <= 1e39` where smoke trains float32 and paper float64: `validate` took it (a
+    float64 loss can miss it), but `run --profile smoke` (and `plot`, `verify`) refused it as a
+    claim that 'holds for every run', judged by smoke's float32 runs alone. Both take it now;
+    with every profile float32, `validate` refuses it."""
+    claim = {"text": "x", "metric": "test.loss", "op": "<=", "value": 1e39}
+    path = write_spec(tmp_path, seeds=[0], claims=[claim], profiles={
+        "smoke": {}, "quick": {}, "paper": {"set": {"train.dtype": "float64"}}})
+    assert _invoke("validate", path).exit_code == 0
+    res = _invoke("run", path, "--profile", "smoke", "--dry-run", "--no-estimate",
+                  "--out", tmp_path / "o")
+    assert res.exit_code == 0 and "cannot fail" not in res.output, res.output
+    res = _invoke("validate", write_spec(tmp_path, seeds=[0], claims=[claim]))
+    _assert_refused(res, "claims.0.value: test.loss <= 1e+39 holds for every run (a float32 "
+                    "loss lies in [0, 3.403e+38])")

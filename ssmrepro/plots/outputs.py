@@ -199,8 +199,11 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
 
     spread = _spread_columns(spec)
     # a float32 run's loss, if finite, is at most the largest float32 (a claim `test.loss <=
-    # 1e308` PASSed for any finite loss)
-    loss_max = FLOAT32_MAX if runs and all(
+    # 1e308` PASSed for any finite loss); judged with every profile's runs, as `validate`
+    # gives them (`run --profile smoke`, float32, refused a bound the paper profile's float64
+    # runs can miss, which `validate` accepted)
+    every_profile = bool(runs) and set(spec.profiles) <= {r.profile for r in runs}
+    loss_max = FLOAT32_MAX if every_profile and all(
         getattr(r.train, "dtype", None) == "float32" for r in runs) else None
     stems = set()
     files: dict[str, tuple[str, str, str]] = {}  # folded file -> (key, profile, file)
@@ -267,6 +270,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         stems.add(stem)
     seen_claims: dict[str, int] = {}
     run_index = CellIndex(_config_rows(runs)) if runs else None
+    dtype_index = run_index if every_profile else None  # (``_float32_only``'s, as loss_max)
     for i, raw in enumerate(spec.claims):
         key = f"claims.{i}"
         try:
@@ -286,7 +290,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                                     model=report.CHECKS[raw.get("check", report.DEFAULT_CHECK)].Config)
             continue
         refs(key, cfg)
-        claim_max = loss_max if loss_max is not None else _float32_only(cfg, run_index)
+        claim_max = loss_max if loss_max is not None else _float32_only(cfg, dtype_index)
         try:
             needs = report.metric_names(cfg.metric)
         except ExprError as err:
@@ -356,8 +360,10 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors += _ordering_always_holds(path, key, cfg, spread, claim_max)
         if cfg.check in ("monotone", "spread", "collapse"):  # (an expression's range too)
             errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread, claim_max)
-        if isinstance(cfg, LogLogSlopeConfig):
-            errors += _any_slope(path, key, cfg, run_index, spread, claim_max)
+        if isinstance(cfg, LogLogSlopeConfig) and runs and set(spec.profiles) <= {
+                r.profile for r in runs}:  # (as a frontier's factor: one profile's grid, as
+            # `run --profile smoke` validates, refused a tol its paper grid can fail)
+            errors += _any_slope(path, key, cfg, runs, run_index, spread, claim_max)
         if isinstance(cfg, RecallFrontierConfig) and runs and set(spec.profiles) <= {
                 r.profile for r in runs}:  # (one profile's runs, as `run` validates, are not
             # judged: a factor beyond that profile's grid alone is no factor beyond the paper's)
@@ -435,7 +441,6 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                    and sel.over in cfg.column_refs()
                    and not any(sel.over in (getattr(cfg, f, None) or {}) for f in
                                ("where", "a", "b"))]
-    every_profile = bool(runs) and set(spec.profiles) <= {r.profile for r in runs}
     one_seed = every_profile and spec.paper_values and all(
         _most_seeds(rs, report.cell_keys(rs)) < 2 for rs in _by_profile(runs).values())
     for i, pv in enumerate(spec.paper_values):
@@ -451,7 +456,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                 errors.append(f"{path}: paper_values.{i}.where.{k}: unknown column {k!r}")
         if pv.metric not in metrics | {N_PARAMS}:
             errors.append(f"{path}: paper_values.{i}.metric: {no_metric(repr(pv.metric), None)}")
-        pv_max = loss_max if loss_max is not None else _float32_only(pv, run_index)
+        pv_max = loss_max if loss_max is not None else _float32_only(pv, dtype_index)
         errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)], spread,
                                pv_max)
         if spread.get(pv.metric) == _STD and pv.value < 0:  # as a negative loss: never matched
@@ -922,25 +927,35 @@ def _any_accuracy(path: str, key: str, metric: str, tol: float,
             f"[{rng[0]:g}, {rng[1]:g}]{hint})"]
 
 
-def _any_slope(path: str, key: str, cfg: LogLogSlopeConfig, runs: CellIndex | None,
-               spread: dict[str, str], loss_max: float | None) -> list[str]:
+def _any_slope(path: str, key: str, cfg: LogLogSlopeConfig, runs: list,
+               index: CellIndex | None, spread: dict[str, str],
+               loss_max: float | None) -> list[str]:
     """A ``loglog_slope`` tolerance so wide that ``expected ± tol`` holds every slope the runs
     can give: the claim cannot fail (`tol: 1e308` PASSed any slope). A fitted slope is at most
     (H - L) / g in magnitude, where log metric lies in [L, H] (a positive float64, at most the
-    top of the metric's range) and g is the least gap between two of the runs' log x (the
-    least-squares slope of values in an interval of width W is at most W / g)."""
-    if runs is None or not has_column(runs.cells, cfg.x):
+    top of the metric's range) and g is the least gap between two log x of a group the claim
+    fits (the least-squares slope of values in an interval of width W is at most W / g). A
+    slope is fitted per profile and group (``where``, ``group_by``) of at least ``min_points``
+    values of x, so g is the least over those of every profile: one profile's gap alone (`run
+    --profile smoke`, two widths) refused a tol that the paper profile's grid can fail, and the
+    gap of every profile's x pooled (`validate`) let pass one that no group can fail."""
+    if index is None or any(not has_column(index.cells, k)
+                            for k in (cfg.x, *cfg.where, *cfg.group_by)):
         return []
-    xs = set()
-    for x in runs.values(cfg.x):  # (a run without the key, or text: no point; text is refused)
-        try:
-            xs.add(float(x))
+    groups: dict[tuple, set[float]] = {}  # (profile, group) -> its positive x
+    for pos in index.positions(cfg.where) if cfg.where else range(len(runs)):
+        try:  # (a run without the key, or text: no point; text is refused)
+            x = float(index.values(cfg.x)[pos])
         except (TypeError, ValueError):
             continue
-    logs = np.log(sorted(x for x in xs if np.isfinite(x) and x > 0))
-    if len(logs) < 2:
-        return []
-    gap = float(np.min(np.diff(logs)))
+        group = (runs[pos].profile, *(str(index.values(k)[pos]) for k in cfg.group_by))
+        if np.isfinite(x) and x > 0:
+            groups.setdefault(group, set()).add(x)
+    gaps = [float(np.min(np.diff(np.log(sorted(xs))))) for xs in groups.values()
+            if len(xs) >= cfg.min_points]
+    if not gaps:
+        return []  # no group any profile judges (``unjudged``'s)
+    gap = min(gaps)
     rng = _bounded_range(cfg.metric, spread, loss_max)
     top = rng[1] if rng and rng[1] > 0 else sys.float_info.max
     # the least positive float64 is 2**-1074 (its log taken as such: a subnormal read as 0
@@ -1280,6 +1295,32 @@ def aggregate_metric_problems(spec: Spec, runs: list) -> list[str]:
 _SCORE_OF = {"acc": "cross_entropy", "best_acc": "cross_entropy", "mse": "mse", "best_mse": "mse"}
 
 
+def _score_tail(name: str) -> str:
+    """The metric a set records that ``name`` (``test.acc``, ``val.best_mse.std``,
+    ``test.acc.p50``) reads: ``acc``, ``best_mse``."""
+    return name.partition(".")[2].removesuffix(".std").split(".p")[0]
+
+
+def _score_names(metrics: list[str]) -> list[str]:
+    """The scores of a set (``test.acc``, ``long.best_mse``, their seed spreads and
+    percentiles) that ``metrics`` (claim metrics or expressions) read, sorted."""
+    names: set[str] = set()
+    for m in metrics:
+        try:
+            names |= report.metric_names(m)
+        except ExprError:
+            continue
+    return sorted(n for n in names if n.partition(".")[0] not in ("task", "model")
+                  and _score_tail(n) in _SCORE_OF)
+
+
+def _never_scored(name: str) -> str:
+    """Why a run that does not record the score ``name`` (``_score_names``) does not: 'a
+    regression task, scored by mse' (of test.acc), or the other way round."""
+    return ("a regression task, scored by mse" if _SCORE_OF[_score_tail(name)] == "cross_entropy"
+            else "a classification task, scored by acc")
+
+
 def _score_kind(losses: set[str]) -> str:
     """'every run's task is a regression task, scored by mse' (or classification, acc) for the
     one loss of ``losses``."""
@@ -1350,10 +1391,27 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
                           "run or paper value, so the panel would show no paper value; check "
                           "the spelling")
 
+    losses: dict[str, str | None] = {}  # a task config's loss, each built once
+    task_keys: dict[int, str] = {}  # (a sweep point's seeds share its task config object)
+
+    def unscored(scores: list[str], r: Any) -> str:
+        """The first of ``scores`` (``_score_names``: test.acc, val.best_mse) that the task of
+        run ``r`` never records ('' if none; not judged where its task cannot be built here)."""
+        if not scores:
+            return ""
+        key_ = task_keys.setdefault(id(r.task), r.task.model_dump_json())
+        if key_ not in losses:
+            got = _task_losses([r])
+            losses[key_] = next(iter(got)) if got else None
+        return next((n for n in scores if losses[key_] is not None
+                     and _SCORE_OF[_score_tail(n)] != losses[key_]), "")
+
     def evaluated(key: str, cfg: Any) -> None:
-        """A claim whose cells, in one profile, are of runs with and without the evaluation set
-        its metric reads (`train.evals` set by one case): the cells without it read as misses,
-        'not measured', and the claim FAILed whatever was trained."""
+        """A claim whose cells, in one profile, are of runs without the evaluation set its
+        metric reads (`train.evals` set by one case), beside runs of the profile with it, or of
+        a task that never records its score (test.acc of a regression task): those cells read
+        as misses, 'not measured', and the claim FAILed whatever was trained (a profile none of
+        whose runs has the set is MISSING there, as it should)."""
         names = [cfg.metric, *(g.metric for g in cfg.given)]
         if isinstance(cfg, OrderingConfig):
             selections = [cfg.a, cfg.b]
@@ -1366,25 +1424,39 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
         # the runs of every selection together: an ordering's a-cells with the set and its
         # b-cells without it (each side alike) was accepted, and FAILed 'not measured'
         have: dict[str, dict[bool, str]] = {}
+        missing: dict[str, str] = {}  # per profile, the first set a run of the claim lacks
+        scores = _score_names(names)
         for where in selections:
             if not isinstance(where, dict) or any(not has_column(cells, k) for k in where):
                 continue
             for pos in index.positions(where):
                 r = runs[pos]
+                score = unscored(scores, r)
+                if score:
+                    errors.append(f"{path}: {key}.metric: {cfg.metric}: the runs of label "
+                                  f"{r.label!r} never record {score} ({_never_scored(score)}): "
+                                  "their cells would read as misses, 'not measured', whatever "
+                                  "was trained; narrow it to the runs that record it")
+                    return
                 lack = report.unmeasured_sets(names, set(r.train.evals))
                 have.setdefault(r.profile, {}).setdefault(not lack, r.label)
                 if lack:
-                    missing = lack[0]
+                    missing.setdefault(r.profile, lack[0])
         for prof, seen in have.items():
-            if len(seen) == 2:
+            if len(seen) == 2 or (False in seen and missing[prof] in profile_sets[prof]):
+                some = "some of its runs" if len(seen) == 2 else "its runs"
                 errors.append(
                     f"{path}: {key}.metric: {cfg.metric} reads the evaluation set "
-                    f"{missing!r}, which some of its runs in profile {prof} do not have "
-                    f"(label {seen[False]!r}: train.evals): their cells would read as "
-                    "misses, 'not measured', whatever was trained; narrow it to the runs "
-                    "that have the set")
+                    f"{missing[prof]!r}, which {some} in profile {prof} do not have "
+                    f"(label {seen[False]!r}: train.evals)"
+                    + ("" if len(seen) == 2 else ", though other runs of the profile do")
+                    + ": their cells would read as misses, 'not measured', whatever was "
+                    "trained; narrow it to the runs that have the set")
                 return
 
+    profile_sets: dict[str, set[str]] = {}  # the named evaluation sets of each profile's runs
+    for r in runs:
+        profile_sets.setdefault(r.profile, set()).update(r.train.evals)
     rows = cells
     for i, cfg in _parsed_claims(spec):
         for field in ("where", "a", "b"):
@@ -1395,6 +1467,15 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
         # elsewhere: 'not measured, differs', counted among the values compared (in a profile
         # without the set it is 'missing', not compared)
         if not pv.where or any(not has_column(cells, k) for k in pv.where):
+            continue
+        scores = _score_names([pv.metric])
+        never = next(((r, n) for r in (runs[p] for p in index.positions(pv.where))
+                      if (n := unscored(scores, r))), None)
+        if never:  # (a regression task's test.acc: 'not measured | differs' for ever)
+            errors.append(f"{path}: paper_values.{i}.metric: {pv.metric}: the runs of its cell "
+                          f"(label {never[0].label!r}) never record {never[1]} "
+                          f"({_never_scored(never[1])}): it would read 'not measured' and "
+                          "differ, whatever was trained")
             continue
         for prof in dict.fromkeys(r.profile for r in runs):
             mine = [runs[p] for p in index.positions(pv.where) if runs[p].profile == prof]
