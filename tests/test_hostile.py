@@ -29552,3 +29552,18 @@ def test_r59b_a_damaged_committed_table_replaced_by_a_partial_run_is_named(tmp_p
     assert "holds text where numbers belong ('abc'" in res.output, res.output
     assert "the rows of 1 planned run(s) without a record that it may hold are not kept" in \
         res.output, res.output
+
+
+def test_r59b_a_committed_curves_table_of_its_header_alone_is_not_called_absent(
+        tmp_path, two_profile_smoke):
+    """A committed curves.csv cut down to its header (rows deleted in a spreadsheet): the
+    warning said the finished runs have no learning curve `(the table is not there)`, of a
+    table that is there. It says `in it`."""
+    spec, out, _ = _fresh_clone(two_profile_smoke, tmp_path)
+    _edit(spec, figure={"kind": "curves", "series": ["val.acc"], "col": "label",
+                        "title": "curves"})
+    curves = out / "tests" / "t-spec" / "curves-smoke.csv"
+    curves.write_text(curves.read_text().splitlines(keepends=True)[0])
+    res = _invoke("plot", spec, "--profile", "smoke", "--out", out)
+    assert res.exit_code == 0, res.output
+    assert "2 finished run(s) have no learning curve in it" in res.output, res.output
