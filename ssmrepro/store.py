@@ -2206,13 +2206,20 @@ def read_table(path: Path, required: tuple[str, ...] = (), numeric=(), **kw) -> 
     except NotSmallFile as err:
         raise TableError(f"{path}: {err}, not a table; {fix}") from None
     try:
-        df = pd.read_csv(io.BytesIO(data), **kw)
+        header = pd.read_csv(io.BytesIO(data), header=None, nrows=1, dtype=str,
+                             keep_default_na=False).iloc[0].tolist()
+        names = [h.strip() for h in header]  # a column name's spaces at its ends, as a
+        # spreadsheet keeps them ('run_id ', ' metric.test.acc'): the column was not found,
+        # every run not finished or its metric not measured (claims FAILed) without a word
+        named = {"names": [n or f"Unnamed: {i}" for i, n in enumerate(names)], "header": 0} \
+            if names != header and len(set(names)) == len(names) else {}
+        df = pd.read_csv(io.BytesIO(data), **kw, **named)
         empty = df.isna().all(axis=1).to_numpy()  # a row of empty cells: a spreadsheet's ',,,'
         text = [c for c in TEXT_COLUMNS if c in df.columns]
         if text:  # as written: pandas reads a label 'None', 'NA', 'null' or 'nan' as NaN (the
             # claims and paper values on such a cell went MISSING in a fresh clone); '' is ''
             df[text] = pd.read_csv(io.BytesIO(data), usecols=text, dtype=str,
-                                   keep_default_na=False)[text].apply(
+                                   keep_default_na=False, **named)[text].apply(
                 lambda col: col.str.strip()).to_numpy()  # ' abc123 ' is run abc123, whose
             # row was read as another run's, its run not finished, without a word
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError,
@@ -2220,15 +2227,13 @@ def read_table(path: Path, required: tuple[str, ...] = (), numeric=(), **kw) -> 
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise TableError(f"{path}: not a readable CSV table ({_not_csv(data) or first}); "
                          f"{fix}") from None
-    header = pd.read_csv(io.BytesIO(data), header=None, nrows=1, dtype=str,
-                         keep_default_na=False).iloc[0].tolist() if len(df.columns) else []
     short = _short_line(data, len(header))
     if short:  # pandas fills a row's missing fields with NaN: a table cut off mid-row, or a git
         # merge's conflict markers ('<<<<<<< HEAD') read as rows, were used without a word
         line, n = short
         raise TableError(f"{path}: line {line} has {n} of the header's {len(header)} fields (a "
                          f"line cut short, or a merge conflict's marker); {fix}")
-    twice = [c for c in dict.fromkeys(header) if header.count(c) > 1]
+    twice = [c for c in dict.fromkeys(names) if names.count(c) > 1]
     if twice:  # pandas renames the second 'metric.test.acc' to 'metric.test.acc.1': which one
         # the run wrote cannot be told, and the first was taken without a word
         raise TableError(f"{path}: column {twice[0]!r} given twice; {fix}")
@@ -2250,7 +2255,7 @@ def read_table(path: Path, required: tuple[str, ...] = (), numeric=(), **kw) -> 
                                  f"({str(df[c].iloc[bad[0]])[:40]!r} in {_row_name(df, bad[0])}"
                                  f"); {fix}")
             df[c] = got
-    typed = _missing_typed(data, df, [c for c in cols if c in df.columns])
+    typed = _missing_typed(data, df, [c for c in cols if c in df.columns], named)
     if typed:
         c, i, value = typed
         raise TableError(f"{path}: column {c!r} holds {value!r} in {_row_name(df, i)}, not a "
@@ -2259,7 +2264,7 @@ def read_table(path: Path, required: tuple[str, ...] = (), numeric=(), **kw) -> 
     return df[~empty].reset_index(drop=True) if empty.any() else df
 
 
-def _missing_typed(data: bytes, df: pd.DataFrame, cols: list[str]
+def _missing_typed(data: bytes, df: pd.DataFrame, cols: list[str], named: dict
                    ) -> tuple[str, int, str] | None:
     """(column, row position, text) of the first cell of ``cols`` (number columns of ``df``,
     read from CSV ``data``) that pandas read as missing from text other than the empty cell
@@ -2271,7 +2276,8 @@ def _missing_typed(data: bytes, df: pd.DataFrame, cols: list[str]
     if not cols or not any(t.encode() in data for t in ("NA", "N/A", "n/a", "nan", "NaN", "None",
                                                          "NULL", "null", "#IND", "#QNAN")):
         return None
-    raw = pd.read_csv(io.BytesIO(data), usecols=cols, dtype=str, keep_default_na=False)
+    raw = pd.read_csv(io.BytesIO(data), usecols=cols, dtype=str, keep_default_na=False,
+                      **named)  # (``named``: the column names read_table gives)
     for c in cols:
         hit = np.flatnonzero(raw[c].str.strip().isin(_NA_TEXT).to_numpy())
         if len(hit):

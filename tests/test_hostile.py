@@ -29567,3 +29567,27 @@ def test_r59b_a_committed_curves_table_of_its_header_alone_is_not_called_absent(
     res = _invoke("plot", spec, "--profile", "smoke", "--out", out)
     assert res.exit_code == 0, res.output
     assert "2 finished run(s) have no learning curve in it" in res.output, res.output
+
+
+def test_r59b_column_names_with_spaces_at_their_ends_are_their_columns(tmp_path,
+                                                                         two_profile_smoke):
+    """A committed table whose header cells kept spaces a spreadsheet added (' metric.test.acc',
+    'run_id '): the metric column was not found, every claim FAILed as `not measured`, or no run
+    was finished (`0 of 2`), without a word. The names are read as written; two names that are
+    one without their spaces are refused as a column given twice."""
+    from ssmrepro.store import TableError, read_results
+
+    spec, out, table = _fresh_clone(two_profile_smoke, tmp_path)
+    _edit(spec, claims=[{"text": "t", "where": {"label": "S6"}, "op": ">=", "value": 0.01}])
+    text = table.read_text()
+    head, rest = text.split("\n", 1)
+    for old, new in (("metric.test.acc", " metric.test.acc"), ("run_id", "run_id "),
+                     ("label", "label\t")):
+        table.write_text(head.replace(old, new, 1) + "\n" + rest)
+        assert old in read_results(table) and new not in read_results(table)
+        res = _invoke("verify", spec, "--out", out, "--profile", "smoke")
+        assert res.exit_code == 0 and "1 PASS" in res.output, (new, res.output)
+        assert "runs finished" not in res.output, res.output
+    table.write_text(head + ", metric.test.acc\n" + rest.replace("\n", ",0.5\n"))
+    with pytest.raises(TableError, match="column 'metric.test.acc' given twice"):
+        read_results(table)
