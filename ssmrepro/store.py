@@ -1705,8 +1705,15 @@ class Store:
         if wanted and path.is_file():
             try:
                 old = read_results(path)
-            except (TableError, OSError):
-                old = pd.DataFrame()  # damaged: the outputs stage names it
+            except (TableError, OSError) as err:  # damaged: its rows of runs without a record
+                # are lost in the write, so said here (`run --max-runs 1` in a fresh clone whose
+                # committed table held an 'abc' replaced its rows by the one run's without a
+                # word: the outputs stage then read the table written)
+                old = pd.DataFrame()
+                self._warn(f"{err if isinstance(err, TableError) else f'{path}: {err}'} (not "
+                           f"used: written again from the run records; the rows of "
+                           f"{len(wanted):,} planned run(s) without a record that it may hold "
+                           "are not kept: correct the committed table and run again)")
             if "run_id" in old:
                 keep = old[old["run_id"].astype(str).isin(wanted)]
                 df = keep if df.empty else pd.concat([df, keep], ignore_index=True)
@@ -2181,55 +2188,129 @@ class TableError(ValueError):
 MAX_TABLE_BYTES = 1 << 30  # the largest paper grid's results.csv is ~20 MB
 
 
+# what pandas reads as a missing number beside the empty cell ssmrepro writes for one: a
+# spreadsheet's 'n/a', 'NA', '#N/A', 'None' or 'nan' typed into a table (``_missing_typed``)
+_NA_TEXT = ("#N/A N/A", "#N/A", "N/A", "n/a", "NA", "<NA>", "#NA", "NULL", "null", "NaN",
+            "-NaN", "nan", "-nan", "None", "1.#IND", "-1.#IND", "1.#QNAN", "-1.#QNAN")
+
+
 def read_table(path: Path, required: tuple[str, ...] = (), numeric=(), **kw) -> pd.DataFrame:
     """``pd.read_csv`` of a table this project wrote, checked: it parses, has the ``required``
     columns, and the columns ``numeric`` names (a list, or a predicate on the column name) hold
-    numbers; else ``TableError``."""
+    numbers, a missing one an empty cell as written (``_missing_typed``); else ``TableError``
+    naming the cell. Read as written, too, what a spreadsheet adds: a text column's spaces at
+    its ends (`` abc123 ``, a run id no run has) and rows of empty cells after the last."""
     fix = "delete it to rebuild it from the run records (or re-run the runs)"
     try:  # a FIFO or device in its place would block or never end: a regular file only
         data = read_small(path, MAX_TABLE_BYTES, follow_links=True)
     except NotSmallFile as err:
         raise TableError(f"{path}: {err}, not a table; {fix}") from None
     try:
-        df = pd.read_csv(io.BytesIO(data), **kw)
+        header = pd.read_csv(io.BytesIO(data), header=None, nrows=1, dtype=str,
+                             keep_default_na=False).iloc[0].tolist()
+        names = [h.strip() for h in header]  # a column name's spaces at its ends, as a
+        # spreadsheet keeps them ('run_id ', ' metric.test.acc'): the column was not found,
+        # every run not finished or its metric not measured (claims FAILed) without a word
+        named = {"names": [n or f"Unnamed: {i}" for i, n in enumerate(names)], "header": 0} \
+            if names != header and len(set(names)) == len(names) else {}
+        df = pd.read_csv(io.BytesIO(data), **kw, **named)
+        empty = df.isna().all(axis=1).to_numpy()  # a row of empty cells: a spreadsheet's ',,,'
         text = [c for c in TEXT_COLUMNS if c in df.columns]
         if text:  # as written: pandas reads a label 'None', 'NA', 'null' or 'nan' as NaN (the
             # claims and paper values on such a cell went MISSING in a fresh clone); '' is ''
             df[text] = pd.read_csv(io.BytesIO(data), usecols=text, dtype=str,
-                                   keep_default_na=False)[text].to_numpy()
+                                   keep_default_na=False, **named)[text].apply(
+                lambda col: col.str.strip()).to_numpy()  # ' abc123 ' is run abc123, whose
+            # row was read as another run's, its run not finished, without a word
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError,
             ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise TableError(f"{path}: not a readable CSV table ({first}); {fix}") from None
-    header = pd.read_csv(io.BytesIO(data), header=None, nrows=1, dtype=str,
-                         keep_default_na=False).iloc[0].tolist() if len(df.columns) else []
+        raise TableError(f"{path}: not a readable CSV table ({_not_csv(data) or first}); "
+                         f"{fix}") from None
     short = _short_line(data, len(header))
     if short:  # pandas fills a row's missing fields with NaN: a table cut off mid-row, or a git
         # merge's conflict markers ('<<<<<<< HEAD') read as rows, were used without a word
         line, n = short
         raise TableError(f"{path}: line {line} has {n} of the header's {len(header)} fields (a "
                          f"line cut short, or a merge conflict's marker); {fix}")
-    twice = [c for c in dict.fromkeys(header) if header.count(c) > 1]
+    twice = [c for c in dict.fromkeys(names) if names.count(c) > 1]
     if twice:  # pandas renames the second 'metric.test.acc' to 'metric.test.acc.1': which one
         # the run wrote cannot be told, and the first was taken without a word
         raise TableError(f"{path}: column {twice[0]!r} given twice; {fix}")
     missing = [c for c in required if c not in df.columns]
     if missing:
-        raise TableError(f"{path}: not a table of this project (no column {', '.join(missing)}); "
-                         f"{fix}")
+        raise TableError(f"{path}: not a table of this project (no column {', '.join(missing)}"
+                         f"{_other_separator(header)}); {fix}")
     cols = [c for c in df.columns if numeric(c)] if callable(numeric) else list(numeric)
     for c in cols:  # 'True' / 'False' read as a bool column, numeric to pandas (a test.acc
         # of True was judged as 1.0)
         if c in df.columns and (not pd.api.types.is_numeric_dtype(df[c])
                                 or pd.api.types.is_bool_dtype(df[c])):
-            try:
-                if pd.api.types.is_bool_dtype(df[c]):
-                    raise TypeError(c)
-                df[c] = pd.to_numeric(df[c])
-            except (ValueError, TypeError):
-                raise TableError(f"{path}: column {c!r} holds text where numbers belong; "
-                                 f"{fix}") from None
-    return df
+            truth = df[c].map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy(bool)  # (a
+            # column of TRUE and empty cells is one of objects: pandas made TRUE 1.0)
+            got = pd.to_numeric(df[c].where(~truth), errors="coerce")
+            bad = np.flatnonzero((got.isna().to_numpy() & df[c].notna().to_numpy()) | truth)
+            if len(bad):
+                raise TableError(f"{path}: column {c!r} holds text where numbers belong "
+                                 f"({str(df[c].iloc[bad[0]])[:40]!r} in {_row_name(df, bad[0])}"
+                                 f"); {fix}")
+            df[c] = got
+    typed = _missing_typed(data, df, [c for c in cols if c in df.columns], named)
+    if typed:
+        c, i, value = typed
+        raise TableError(f"{path}: column {c!r} holds {value!r} in {_row_name(df, i)}, not a "
+                         "number (a number not measured is an empty cell, as ssmrepro writes "
+                         f"it); {fix}")
+    return df[~empty].reset_index(drop=True) if empty.any() else df
+
+
+def _missing_typed(data: bytes, df: pd.DataFrame, cols: list[str], named: dict
+                   ) -> tuple[str, int, str] | None:
+    """(column, row position, text) of the first cell of ``cols`` (number columns of ``df``,
+    read from CSV ``data``) that pandas read as missing from text other than the empty cell
+    ssmrepro writes (``_NA_TEXT``: 'n/a', 'NA', 'nan' typed in a spreadsheet): it was read as
+    not measured without a word (a claim on it FAILed, `export` left the value out), where
+    '-' or 'x' in its place is refused as text. None when there is none; the table is read
+    again only when its bytes hold such a text at all."""
+    cols = [c for c in cols if df[c].isna().any()]
+    if not cols or not any(t.encode() in data for t in ("NA", "N/A", "n/a", "nan", "NaN", "None",
+                                                         "NULL", "null", "#IND", "#QNAN")):
+        return None
+    raw = pd.read_csv(io.BytesIO(data), usecols=cols, dtype=str, keep_default_na=False,
+                      **named)  # (``named``: the column names read_table gives)
+    for c in cols:
+        hit = np.flatnonzero(raw[c].str.strip().isin(_NA_TEXT).to_numpy())
+        if len(hit):
+            return c, int(hit[0]), raw[c].iloc[hit[0]]
+    return None
+
+
+def _row_name(df: pd.DataFrame, i: int) -> str:
+    """How a message names row ``i`` of a table: by its run id, else its place under the
+    header ('row 3', the header being row 1, as a spreadsheet numbers it)."""
+    rid = str(df["run_id"].iloc[i]) if "run_id" in df else ""
+    return f"the row of run {rid[:40]}" if rid and rid != "nan" else f"row {i + 2}"
+
+
+def _other_separator(header: list) -> str:
+    """A note for a table without this project's columns whose header is one cell holding
+    ';' or a tab: saved by a spreadsheet with other separators (it said 'no column label'
+    alone)."""
+    if len(header) == 1 and any(s in str(header[0]) for s in (";", "\t")):
+        return "; its header is one cell holding ';' or a tab: saved with other separators? " \
+               "ssmrepro reads ','"
+    return ""
+
+
+def _not_csv(data: bytes) -> str:
+    """What ``data`` (a table that does not parse) is when its first bytes tell: a spreadsheet
+    saved under the table's name ('Error tokenizing data. C error: Expected 1 fields in line 3'
+    for an .xlsx)."""
+    if data.startswith(b"PK\x03\x04"):
+        return "a zip file, e.g. a spreadsheet saved as .xlsx or .ods, not CSV text"
+    if data.startswith(b"\xd0\xcf\x11\xe0"):
+        return "a spreadsheet saved as .xls, not CSV text"
+    return ""
 
 
 def _csv_rows(text: str, newline: str | None = ""):
@@ -2256,8 +2337,8 @@ def read_results(path: Path) -> pd.DataFrame:
     """Read a results*.csv (current or older layout) as ``normalize_table`` gives it. Text
     columns stay text: an empty label stays '' (not NaN, which matches no cell) and a run id of
     digits keeps its leading zeros. ``TableError`` when the file is not such a table."""
-    df = read_table(path, ("label",), numeric=NUMBER_COLUMNS,  # analytic tables: no run_id
-                    dtype={c: str for c in TEXT_COLUMNS})
+    df = read_table(path, ("label",), numeric=lambda c: c in NUMBER_COLUMNS or  # analytic
+                    is_metric_column(c), dtype={c: str for c in TEXT_COLUMNS})  # tables: no run_id
     for c in TEXT_COLUMNS:
         if c in df:
             df[c] = df[c].fillna("")
@@ -2272,7 +2353,7 @@ def read_results(path: Path) -> pd.DataFrame:
                              "the runs)")
     for c in [c for c in df.columns if is_metric_column(c)]:
         if not pd.api.types.is_numeric_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c]):
-            try:
+            try:  # (an older table's bare metric columns, named here: ``normalize_table``)
                 if pd.api.types.is_bool_dtype(df[c]):
                     raise TypeError(c)
                 df[c] = pd.to_numeric(df[c])

@@ -29587,3 +29587,160 @@ def test_r59e_a_float32_loss_bound_is_judged_with_every_profiles_runs(tmp_path):
     res = _invoke("validate", write_spec(tmp_path, seeds=[0], claims=[claim]))
     _assert_refused(res, "claims.0.value: test.loss <= 1e+39 holds for every run (a float32 "
                     "loss lies in [0, 3.403e+38])")
+
+
+def _r59b_edit_cell(table: Path, row: int, col: str, value: str) -> None:
+    """Set ``col`` of data row ``row`` of the CSV ``table`` to ``value``, as a spreadsheet
+    saves it."""
+    import csv
+    import io
+
+    rows = list(csv.reader(io.StringIO(table.read_text())))
+    rows[row + 1][rows[0].index(col)] = value
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    table.write_text(out.getvalue())
+
+
+def test_r59b_a_run_id_with_spaces_at_its_ends_is_its_runs_row(tmp_path, two_profile_smoke):
+    """A committed row's run id ' <id> ' (spaces a spreadsheet kept) of a run without a record
+    beside recorded runs: the row was read as no run's and dropped without a word, its run not
+    finished ('1 of 2 runs finished'). Text cells are read as written: the row is its run's."""
+    from ssmrepro.store import read_results
+
+    spec, folder = _copy_trained(two_profile_smoke, tmp_path)
+    table = folder / "results-smoke.csv"
+    rid = read_results(table)["run_id"].iloc[0]
+    (folder / "runs" / f"{rid}.json").unlink()
+    _r59b_edit_cell(table, 0, "run_id", f" {rid} ")
+    _r59b_edit_cell(table, 0, "label", read_results(table)["label"].iloc[0] + "\t")
+    assert read_results(table)["run_id"].iloc[0] == rid
+    res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    assert "runs finished" not in res.output and "warning" not in res.output, res.output
+
+
+@pytest.mark.parametrize("typed", ["n/a", "NA", "nan", "None", "#N/A", "NULL"])
+def test_r59b_a_number_typed_as_missing_in_a_committed_table_is_refused(tmp_path, typed,
+                                                                         two_profile_smoke):
+    """'n/a', 'NA', 'nan', 'None' typed over a committed metric (or seed, n_params) read as
+    not measured without a word: a claim on it FAILed and `export` left the value out, where
+    '-' was refused as text. Refused alike, naming the column, value and run; an empty cell
+    (what ssmrepro writes for a number not measured) is read as before."""
+    from ssmrepro.store import TableError, read_results
+
+    spec, out, table = _fresh_clone(two_profile_smoke, tmp_path)
+    rid = read_results(table)["run_id"].iloc[0]
+    text = table.read_text()
+    for col in ("metric.test.acc", "seed", "n_params"):
+        table.write_text(text)
+        _r59b_edit_cell(table, 0, col, typed)
+        with pytest.raises(TableError, match=f"column '{col}' holds '{re.escape(typed)}' in the "
+                                             f"row of run {rid}, not a number"):
+            read_results(table)
+    res = _invoke("verify", spec, "--out", out, "--profile", "smoke")
+    _assert_refused(res, f"holds '{typed}' in the row of run {rid}")
+    _r59b_edit_cell(table, 0, "n_params", "")
+    assert read_results(table)["n_params"].isna().sum() == 1
+
+
+def test_r59b_truth_values_beside_empty_cells_and_text_name_their_cell(tmp_path):
+    """A metric column of TRUE and empty cells (pandas: objects True and NaN) was read as 1.0,
+    judged as an accuracy; text in a number column ('8%', '1,234') was refused without saying
+    where. Each is refused naming the value and its row."""
+    from ssmrepro.store import TableError, read_results
+
+    table = tmp_path / "results.csv"
+    table.write_text("label,metric.test.acc,metric.test.loss\nS6,TRUE,1\nS4D,,2\n")
+    with pytest.raises(TableError, match=r"'metric.test.acc' holds text .*'True' in row 2"):
+        read_results(table)
+    table.write_text("run_id,label,status,n_params,metric.test.acc\na,S6,ok,8,0.5\n"
+                     "b,S4D,ok,\"1,234\",8%\n")
+    with pytest.raises(TableError, match=r"'n_params' holds text .*'1,234' in the row of run b"):
+        read_results(table)
+
+
+def test_r59b_a_spreadsheets_rows_of_empty_cells_are_blank_lines(tmp_path, two_profile_smoke):
+    """A committed table saved by a spreadsheet with rows of empty cells after the last
+    (',,,,'): `verify` warned `3 row(s) of profile '', not 'smoke', are not used` of rows that
+    are none. They are read as the blank lines they are."""
+    from ssmrepro.store import read_results
+
+    spec, out, table = _fresh_clone(two_profile_smoke, tmp_path)
+    n = len(read_results(table))
+    width = table.read_text().splitlines()[0].count(",")
+    table.write_text(table.read_text() + ("," * width + "\r\n") * 3)
+    assert len(read_results(table)) == n
+    res = _invoke("verify", spec, "--out", out, "--profile", "smoke")
+    assert res.exit_code == 0 and "warning" not in res.output, res.output
+
+
+def test_r59b_a_table_saved_with_semicolons_or_as_xlsx_is_named_so(tmp_path):
+    """A committed table saved by a spreadsheet with ';' separators was 'not a table of this
+    project (no column label)'; one saved as .xlsx under its .csv name was 'Error tokenizing
+    data. C error: Expected 1 fields in line 3, saw 2'. Each says what it is."""
+    from ssmrepro.store import TableError, read_results
+
+    table = tmp_path / "results.csv"
+    table.write_text("run_id;label;status;metric.test.acc\na1;S6;ok;0,5\n")
+    with pytest.raises(TableError, match="no column label; its header is one cell holding ';'"):
+        read_results(table)
+    table.write_bytes(b"PK\x03\x04\x14\x00\x06\x00" + bytes(range(256)) * 8)
+    with pytest.raises(TableError, match="a zip file, e.g. a spreadsheet saved as .xlsx"):
+        read_results(table)
+
+
+def test_r59b_a_damaged_committed_table_replaced_by_a_partial_run_is_named(tmp_path,
+                                                                           two_profile_smoke):
+    """`run --max-runs 1` in a fresh clone whose committed results table held text in a metric
+    cell wrote the table from the one trained run, the committed rows of the other runs gone,
+    exit 0 without a word (the outputs stage read the table written). The write says so."""
+    spec, out, table = _fresh_clone(two_profile_smoke, tmp_path)
+    _r59b_edit_cell(table, 1, "metric.test.acc", "abc")
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--max-runs", "1",
+                  "--no-calibrate", "--workers", "1", "--no-plot")
+    assert res.exit_code == 0, res.output
+    assert "holds text where numbers belong ('abc'" in res.output, res.output
+    assert "the rows of 1 planned run(s) without a record that it may hold are not kept" in \
+        res.output, res.output
+
+
+def test_r59b_a_committed_curves_table_of_its_header_alone_is_not_called_absent(
+        tmp_path, two_profile_smoke):
+    """A committed curves.csv cut down to its header (rows deleted in a spreadsheet): the
+    warning said the finished runs have no learning curve `(the table is not there)`, of a
+    table that is there. It says `in it`."""
+    spec, out, _ = _fresh_clone(two_profile_smoke, tmp_path)
+    _edit(spec, figure={"kind": "curves", "series": ["val.acc"], "col": "label",
+                        "title": "curves"})
+    curves = out / "tests" / "t-spec" / "curves-smoke.csv"
+    curves.write_text(curves.read_text().splitlines(keepends=True)[0])
+    res = _invoke("plot", spec, "--profile", "smoke", "--out", out)
+    assert res.exit_code == 0, res.output
+    assert "2 finished run(s) have no learning curve in it" in res.output, res.output
+
+
+def test_r59b_column_names_with_spaces_at_their_ends_are_their_columns(tmp_path,
+                                                                         two_profile_smoke):
+    """A committed table whose header cells kept spaces a spreadsheet added (' metric.test.acc',
+    'run_id '): the metric column was not found, every claim FAILed as `not measured`, or no run
+    was finished (`0 of 2`), without a word. The names are read as written; two names that are
+    one without their spaces are refused as a column given twice."""
+    from ssmrepro.store import TableError, read_results
+
+    spec, out, table = _fresh_clone(two_profile_smoke, tmp_path)
+    _edit(spec, claims=[{"text": "t", "where": {"label": "S6"}, "op": ">=", "value": 0.01}])
+    text = table.read_text()
+    head, rest = text.split("\n", 1)
+    for old, new in (("label", "label\t"), ("metric.test.acc", " metric.test.acc"),
+                     ("run_id", "run_id ")):
+        table.write_text(head.replace(old, new, 1) + "\n" + rest)
+        assert old in read_results(table) and new not in read_results(table)
+        if old == "label":
+            continue  # (read as the others: `verify` of two is enough)
+        res = _invoke("verify", spec, "--out", out, "--profile", "smoke")
+        assert res.exit_code == 0 and "1 PASS" in res.output, (new, res.output)
+        assert "runs finished" not in res.output, res.output
+    table.write_text(head + ", metric.test.acc\n" + rest.replace("\n", ",0.5\n"))
+    with pytest.raises(TableError, match="column 'metric.test.acc' given twice"):
+        read_results(table)

@@ -2519,8 +2519,9 @@ def _warn_short_curves(path: Path, curves: pd.DataFrame, stops: dict[str, int],
     copy, rows deleted) drew those runs' learning curves ending early without a word (a run's
     curve ends at its stop step: its last evaluation is of its final model). When a figure
     draws the curves (``drawn``), warn too of finished runs with no row at all (their rows
-    deleted, or the table not there): their curves were left out without a word. ``labels``:
-    each run id's label, named beside it."""
+    deleted, or the table not there): their curves were left out without a word (a table of
+    its header alone is there: it was called 'not there'). ``labels``: each run id's label,
+    named beside it."""
     if not stops:
         return
     has = not curves.empty and RUN_ID in curves and STEP in curves
@@ -2540,8 +2541,8 @@ def _warn_short_curves(path: Path, curves: pd.DataFrame, stops: dict[str, int],
     if none:
         shown = ", ".join(none[:5]) + (f" and {len(none) - 5} more" if len(none) > 5 else "")
         print(f"warning: {path.name}: {len(none)} finished run(s) have no learning curve "
-              f"{'in it' if has else '(the table is not there)'}: {shown} (rows deleted, or the table "
-              "not copied?); their curves are not drawn", file=sys.stderr)
+              f"{'in it' if has or path.is_file() else '(the table is not there)'}: {shown} (rows "
+              "deleted, or the table not copied?); their curves are not drawn", file=sys.stderr)
 
 
 def _named_columns(spec: Spec) -> set[str]:
