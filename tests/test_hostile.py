@@ -29436,3 +29436,36 @@ def test_r58me_bench_packs_of_thousands_of_digits_are_named_short_as_out_of_rang
         res = _invoke("bench", "keep-nth-d8", "--packs", given, "--out", tmp_path / "b")
         _assert_refused(res, f"--packs {given!r}: pack sizes between 1 and 256")
     assert not (tmp_path / "b").exists()
+
+
+def test_r59g_a_second_ctrl_c_while_workers_are_waited_for_kills_them(monkeypatch):
+    """`run --workers N` stopped while its workers do not end on SIGTERM (a debugger's, a
+    process in a kernel call), then a second Ctrl-C during `end_workers`' 10 s wait: the wait
+    was broken off before the kill, and Python's exit joined the live workers without a time
+    limit, so the command never ended (any further Ctrl-C ignored). They are killed at once."""
+    import multiprocessing as mp
+    import signal
+
+    import ssmrepro.engine.local as local
+
+    calls = []
+
+    def second_ctrl_c(procs):  # the Ctrl-C comes during the first wait
+        calls.append(len(procs))
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(procs)
+
+    real = local._join_all
+    monkeypatch.setattr(local, "_join_all", second_ctrl_c)
+    deaf = signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (inherited by the spawned workers)
+    try:
+        procs = [mp.get_context("spawn").Process(target=time.sleep, args=(60,), daemon=True)
+                 for _ in range(2)]
+        for p in procs:
+            p.start()
+    finally:
+        signal.signal(signal.SIGTERM, deaf)
+    with pytest.raises(KeyboardInterrupt):
+        local.end_workers(procs)
+    assert [p.exitcode for p in procs] == [-signal.SIGKILL] * 2 and len(calls) == 2
