@@ -29122,13 +29122,14 @@ def _r57v_forced_generates(tmp_path, monkeypatch, out, disk=None):
     assert _invoke("data", "generate", "listops", "--seed", "6", *args).exit_code == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     scratch = ".generating" if disk else f".{out.name}.generating"
+    aside = ".generating" if disk else f".{out.name}.replaced"  # (where the old one is moved)
     stops = ([lambda a, b: a == out / "basic_test.tsv",  # (meta.json and it set aside)
               lambda a, b: b == out / "basic_train.tsv"] if disk  # (two of the new moved in)
              else [lambda a, b: a == out])  # (the old folder set aside)
     for after in [*stops, None]:
         monkeypatch.setattr(data_cli, "os", _R57vStops(os, after=after, disk=disk))
         monkeypatch.setattr(data_cli, "shutil", _R57vStops(
-            shutil, rmtree_of=None if after else scratch))
+            shutil, rmtree_of=None if after else aside))
         res = _invoke("data", "generate", "listops", "--seed", "8", *args, "--force")
         monkeypatch.undo()
         left = {p.name: p.read_bytes() for p in out.iterdir() if not p.name.startswith(".")}
@@ -29136,7 +29137,7 @@ def _r57v_forced_generates(tmp_path, monkeypatch, out, disk=None):
             assert res.exit_code == 130 and "nothing was written" in res.output, res.output
             assert left == before  # the old one, whole, as it was
             assert not [p for p in (out if disk else tmp_path).iterdir()
-                        if p.name.startswith(scratch)], list(tmp_path.rglob("*"))
+                        if p.name.startswith((scratch, aside))], list(tmp_path.rglob("*"))
         else:
             assert res.exit_code == 130, res.output
             assert f"{out} holds the new dataset, whole" in res.output, res.output
@@ -29469,3 +29470,33 @@ def test_r59g_a_second_ctrl_c_while_workers_are_waited_for_kills_them(monkeypatc
     with pytest.raises(KeyboardInterrupt):
         local.end_workers(procs)
     assert [p.exitcode for p in procs] == [-signal.SIGKILL] * 2 and len(calls) == 2
+
+
+def test_r59g_a_forced_generate_killed_between_its_renames_is_put_back(tmp_path):
+    """`data generate listops --force` killed (`kill -9`) between moving the old dataset aside
+    and renaming the new one into place: both, whole, were removed by the next generate as a
+    killed one's scratch folders (and a `run` meanwhile found no data). The next generate puts
+    the old one back, saying so, and removes what the killed one built."""
+    from ssmrepro.util import HOST
+
+    out = tmp_path / "listops"
+    args = ("--n", "3", "--min-length", "1", "--max-length", "40")
+    for seed, where in (("6", out), ("8", tmp_path / "new")):
+        res = _invoke("data", "generate", "listops", "--seed", seed, *args, "--out", where)
+        assert res.exit_code == 0, res.output
+    dead = 4_194_999  # (past any pid_max: a process that is gone)
+    old = {p.name: p.read_bytes() for p in out.iterdir()}
+    out.rename(tmp_path / f".listops.replaced-{HOST}-{dead}-abc123")  # the state the kill left
+    (tmp_path / "new").rename(tmp_path / f".listops.generating-{HOST}-{dead}-def456")
+    res = _invoke("data", "generate", "listops", "--seed", "7", *args, "--out", out)
+    _assert_refused(res, "is not empty; pass --force")
+    assert f"note: {out} holds again the dataset it held before" in res.output, res.output
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["listops"]
+    out.rename(tmp_path / f".listops.replaced-{HOST}-{dead}-abc123")  # killed again, once the
+    (out.parent / "listops").mkdir()  # new one was in place (renamed onto an empty folder)
+    (out / "meta.json").write_text("{}")
+    res = _invoke("data", "generate", "listops", "--seed", "7", *args, "--out", out, "--force")
+    assert res.exit_code == 0 and "note:" not in res.output, res.output
+    assert '"seed": 7' in (out / "meta.json").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["listops"]

@@ -115,6 +115,7 @@ def _one_of_dir_and_out(dir: Path | None, out: Path | None) -> None:
 # beside the target (``_built_beside``), so nothing of it is where the loaders read
 LEFT = "nothing was written: re-run the same command"
 GENERATING = ".generating"  # the scratch folder's name (``util.scratch_folder``)
+REPLACED = ".replaced"  # the name of the one a dataset --force replaces is moved aside into
 
 
 def _died(err: WorkerDied) -> str:
@@ -205,8 +206,9 @@ def _built_beside(target: Path, force: bool = False) -> Iterator[Path]:
             fsync_dir(target)
             return
         if there:
-            aside = scratch_folder(target.parent, f".{target.name}{GENERATING}")
-            os.replace(target, aside)  # (removed below; if killed, by the next generate)
+            aside = scratch_folder(target.parent, f".{target.name}{REPLACED}")
+            os.replace(target, aside)  # (removed below; if killed, by the next generate, which
+            # puts it back if killed before the next rename: ``_put_back_killed``)
         try:
             os.replace(tmp, target)  # (onto nothing or an empty folder)
         except OSError:
@@ -378,6 +380,7 @@ def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
     _written(target, "--out" if out is not None else "the data root's folder (--dir or "
              "$SSMREPRO_DATA)")
     remove_dead_scratch(target, GENERATING)  # (a killed generate's, built inside a mount point)
+    _put_back_killed(target)
     if target.exists() and any(target.iterdir()):
         if not force:
             _fail(f"{target} is not empty; pass --force to replace it or --out to choose another folder")
@@ -387,6 +390,28 @@ def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
                   "which no generator writes: --force only replaces a generated dataset; choose "
                   "an empty or new --out")
     return target
+
+
+def _put_back_killed(target: Path) -> None:
+    """Put back at ``target`` the dataset that a `data generate --force` killed (``kill -9``, a
+    crashed machine) between its two renames had moved aside (``_built_beside``), saying so; the
+    moved-aside folders of killed generates are removed otherwise (the new one is in place).
+    Such a kill lost both datasets: the old one and the new one, whole, were both removed by
+    the next generate as a killed one's scratch folders, and a `run` meanwhile found no data."""
+    from ..util import dead_scratch, remove_dead_scratch
+
+    prefix = f".{target.name}{REPLACED}"
+    if not os.path.lexists(target):
+        for old in dead_scratch(target.parent, prefix):
+            if (old / "meta.json").is_file():
+                os.replace(old, target)
+                err_console.print(f"note: {target} holds again the dataset it held before a "
+                                  "`data generate --force` there was killed while it replaced "
+                                  "it (it had been moved aside)", highlight=False,
+                                  soft_wrap=True, markup=False)
+                break
+    remove_dead_scratch(target.parent, prefix)
+    remove_dead_scratch(target.parent, f".{target.name}{GENERATING}")  # (what it was building)
 
 
 def _size(n: float) -> str:
