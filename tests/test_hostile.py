@@ -29500,3 +29500,38 @@ def test_r59g_a_forced_generate_killed_between_its_renames_is_put_back(tmp_path)
     assert res.exit_code == 0 and "note:" not in res.output, res.output
     assert '"seed": 7' in (out / "meta.json").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["listops"]
+
+
+def test_r59g_a_forced_download_stopped_while_the_old_folder_is_removed_says_installed(
+        tmp_path, monkeypatch):
+    """`data download lra --force` stopped (Ctrl-C, SIGTERM) while the scratch folder, with the
+    old folders moved aside into it, was removed (seconds for the LRA release's gigabytes):
+    'the download resumes where it stopped: re-run the same command', which extracted and
+    replaced it all again, though the new data were in place, whole. It says so now; stopped
+    before that, it still says to re-run."""
+    import ssmrepro.data.download as dl
+
+    archive = _lra_archive(tmp_path)
+    args = ("data", "download", "lra", "--dir", tmp_path / "root", "--url", archive.as_uri(),
+            "--no-progress")
+    assert _invoke(*args).exit_code == 0
+    done = tmp_path / "root" / "lra" / "listops-1000"
+
+    class Stopped:  # Ctrl-C while the scratch folder is removed
+        def __getattr__(self, name):
+            return getattr(shutil, name)
+
+        def rmtree(self, path, *a, **kw):
+            shutil.rmtree(path, *a, **kw)
+            if Path(path).name.startswith(".extract-lra"):
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(dl, "shutil", Stopped())
+    res = _invoke(*args, "--force")
+    assert res.exit_code == 130, res.output
+    assert f"interrupted — installed {done}, whole;" in res.output, res.output
+    assert "re-run" not in res.output and (done / "basic_train.tsv").is_file()
+    monkeypatch.setattr(dl, "_move_into_place", lambda *a: (_ for _ in ()).throw(
+        KeyboardInterrupt))  # stopped before it was in place
+    res = _invoke(*args, "--force")
+    assert res.exit_code == 130 and "re-run the same command" in res.output, res.output

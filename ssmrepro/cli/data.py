@@ -292,7 +292,7 @@ def download(
     """
     import urllib.parse
 
-    from ..data.download import DownloadError, NoRetry
+    from ..data.download import DownloadError, Installed, NoRetry
     from ..data.download import download as do_download
 
     if url is not None:
@@ -345,6 +345,12 @@ def download(
         _fail(str(err))
     except DownloadError as err:
         _fail(str(err), code=1)
+    except Installed as err:  # stopped while the scratch folder was removed
+        err_console.print(f"interrupted — installed {', '.join(str(p) for p in err.args[0])}, "
+                          "whole; the rest of the extracted archive (and the old folders "
+                          "--force replaced) is removed by the next `data download`",
+                          highlight=False, soft_wrap=True, markup=False)
+        raise typer.Exit(130) from None
     if skipped:  # a link among the data files was left out without a word: 'installed', and
         # the data then missing
         shown = ", ".join(repr(n) for n in skipped[:3]) + (", ..." if len(skipped) > 3 else "")
