@@ -29122,7 +29122,8 @@ def _r57v_forced_generates(tmp_path, monkeypatch, out, disk=None):
     assert _invoke("data", "generate", "listops", "--seed", "6", *args).exit_code == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     scratch = ".generating" if disk else f".{out.name}.generating"
-    aside = ".generating" if disk else f".{out.name}.replaced"  # (where the old one is moved)
+    aside = (".replaced", ".placing") if disk else f".{out.name}.replaced"  # (where the old
+    # one is moved)
     stops = ([lambda a, b: a == out / "basic_test.tsv",  # (meta.json and it set aside)
               lambda a, b: b == out / "basic_train.tsv"] if disk  # (two of the new moved in)
              else [lambda a, b: a == out])  # (the old folder set aside)
@@ -29137,7 +29138,8 @@ def _r57v_forced_generates(tmp_path, monkeypatch, out, disk=None):
             assert res.exit_code == 130 and "nothing was written" in res.output, res.output
             assert left == before  # the old one, whole, as it was
             assert not [p for p in (out if disk else tmp_path).iterdir()
-                        if p.name.startswith((scratch, aside))], list(tmp_path.rglob("*"))
+                        if p.name.startswith((scratch, *aside) if disk else (scratch, aside))
+                        ], list(tmp_path.rglob("*"))
         else:
             assert res.exit_code == 130, res.output
             assert f"{out} holds the new dataset, whole" in res.output, res.output
@@ -29535,3 +29537,36 @@ def test_r59g_a_forced_download_stopped_while_the_old_folder_is_removed_says_ins
         KeyboardInterrupt))  # stopped before it was in place
     res = _invoke(*args, "--force")
     assert res.exit_code == 130 and "re-run the same command" in res.output, res.output
+
+
+def test_r59g_a_forced_generate_into_a_mount_point_killed_midway_is_put_back(tmp_path):
+    """The same kill (`kill -9`) inside a mount point (`--out /mnt/disk`), where the old
+    dataset's entries are moved aside one by one (meta.json first) and the new one's moved in
+    (meta.json last): the next generate removed the old entries moved aside with the new one,
+    leaving the old ones not moved yet (or a few of the new one's) without a meta.json. It puts
+    the old one back whole, whichever half of the swap the kill stopped."""
+    from ssmrepro.util import HOST
+
+    disk, new = tmp_path / "disk", tmp_path / "new"
+    args = ("--n", "3", "--min-length", "1", "--max-length", "40")
+    dead = 4_194_999  # (past any pid_max: a process that is gone)
+    for seed, where in (("6", disk), ("8", new)):
+        res = _invoke("data", "generate", "listops", "--seed", seed, *args, "--out", where)
+        assert res.exit_code == 0, res.output
+    old = {p.name: p.read_bytes() for p in disk.iterdir()}
+    for phase, moved in ((".replaced", ["meta.json", "basic_test.tsv"]), (".placing", list(old))):
+        aside = disk / f"{phase}-{HOST}-{dead}-abc123"
+        aside.mkdir()
+        for name in moved:  # the state the kill left
+            (disk / name).rename(aside / name)
+        building = disk / f".generating-{HOST}-{dead}-def456"
+        shutil.copytree(new, building)
+        if phase == ".placing":  # two of the new one's moved in
+            for name in ("basic_train.tsv", "basic_val.tsv"):
+                (building / name).rename(disk / name)
+        res = _invoke("data", "generate", "listops", "--seed", "7", *args, "--out", disk)
+        _assert_refused(res, "is not empty; pass --force")
+        assert f"note: {disk} holds again the dataset it held before" in res.output, res.output
+        assert {p.name: p.read_bytes() for p in disk.iterdir()} == old, phase
+    res = _invoke("data", "generate", "listops", "--seed", "7", *args, "--out", disk, "--force")
+    assert res.exit_code == 0 and "note:" not in res.output, res.output

@@ -116,6 +116,8 @@ def _one_of_dir_and_out(dir: Path | None, out: Path | None) -> None:
 LEFT = "nothing was written: re-run the same command"
 GENERATING = ".generating"  # the scratch folder's name (``util.scratch_folder``)
 REPLACED = ".replaced"  # the name of the one a dataset --force replaces is moved aside into
+PLACING = ".placing"  # (in a mount point) its name once every entry of it is there
+SCRATCH = tuple(f"{p}-" for p in (GENERATING, REPLACED, PLACING))  # their entries in a mount point
 
 
 def _died(err: WorkerDied) -> str:
@@ -194,12 +196,15 @@ def _built_beside(target: Path, force: bool = False) -> Iterator[Path]:
             _fail(_written_meanwhile(target, force), code=1)
         if inside:
             if there:  # (removed below; if killed, by the next generate)
-                aside = scratch_folder(target, GENERATING)
+                aside = scratch_folder(target, REPLACED)
                 aside.mkdir()
                 for name in sorted((n for n, *_ in there), key=lambda n: n != "meta.json"):
                     moved.append(name)  # (before: a stop between would lose it)
                     os.replace(target / name, aside / name)  # meta.json first: a dataset
                     # without it is not a whole one
+                all_out = target / (PLACING + aside.name.removeprefix(REPLACED))
+                os.replace(aside, all_out)  # what a kill from here on leaves in ``target`` is
+                aside = all_out  # the new one's (``_put_back_killed``)
             for entry in sorted(tmp.iterdir(), key=lambda p: p.name == "meta.json"):
                 placed.append(entry.name)
                 os.replace(entry, target / entry.name)  # meta.json last: it marks a whole one
@@ -264,7 +269,7 @@ def _entries(target: Path) -> set[tuple]:
     try:
         found = set()
         for entry in target.iterdir():
-            if not entry.name.startswith(GENERATING):
+            if not entry.name.startswith((GENERATING, *SCRATCH)):
                 st = entry.lstat()
                 found.add((entry.name, st.st_ino, st.st_mtime_ns))
         return found
@@ -374,7 +379,7 @@ def _foreign_entries(target: Path) -> list[str]:
     return sorted(p.name for p in target.iterdir()
                   if p.name not in GENERATED_NAMES and not (p.name.startswith(".")
                                                             and p.name.endswith(".tmp"))
-                  and not p.name.startswith(f"{GENERATING}-"))
+                  and not p.name.startswith(SCRATCH))
 
 
 def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
@@ -403,9 +408,27 @@ def _put_back_killed(target: Path) -> None:
     crashed machine) between its two renames had moved aside (``_built_beside``), saying so; the
     moved-aside folders of killed generates are removed otherwise (the new one is in place).
     Such a kill lost both datasets: the old one and the new one, whole, were both removed by
-    the next generate as a killed one's scratch folders, and a `run` meanwhile found no data."""
+    the next generate as a killed one's scratch folders, and a `run` meanwhile found no data.
+    In a mount point, where the old one's entries are moved aside one by one and the new one's
+    moved in, the old one is put back unless the new one's meta.json is there: its entries
+    moved aside join those not moved yet, or (every one moved: ``PLACING``) replace those of
+    the new one moved in (the old one's entries moved aside were removed, its others kept beside
+    a few of the new one's)."""
     from ..util import dead_scratch, remove_dead_scratch
 
+    whole = target.is_dir() and not target.is_symlink() and (target / "meta.json").exists()
+    for old in ([*dead_scratch(target, REPLACED), *dead_scratch(target, PLACING)]
+                if target.is_dir() and not target.is_symlink() else ()):
+        if not whole and (old / "meta.json").is_file():
+            placed = ([e.name for e in target.iterdir() if not e.name.startswith(SCRATCH)]
+                      if old.name.startswith(PLACING) else [])
+            _put_back(target, old, [e.name for e in old.iterdir()], placed, inside=True)
+            whole = True
+            err_console.print(f"note: {target} holds again the dataset it held before a "
+                              "`data generate --force` there was killed while it replaced "
+                              "it (it had been moved aside)", highlight=False,
+                              soft_wrap=True, markup=False)
+        shutil.rmtree(old, ignore_errors=True)
     prefix = f".{target.name}{REPLACED}"
     if not os.path.lexists(target):
         for old in dead_scratch(target.parent, prefix):
