@@ -29570,3 +29570,45 @@ def test_r59g_a_forced_generate_into_a_mount_point_killed_midway_is_put_back(tmp
         assert {p.name: p.read_bytes() for p in disk.iterdir()} == old, phase
     res = _invoke("data", "generate", "listops", "--seed", "7", *args, "--out", disk, "--force")
     assert res.exit_code == 0 and "note:" not in res.output, res.output
+
+
+def test_r59g_a_download_stopped_among_its_moves_installs_nothing_so_it_runs_again(
+        tmp_path, monkeypatch):
+    """`data download lra` stopped (Ctrl-C, SIGTERM) after moving some of the release's task
+    folders into place: it said 're-run the same command', which failed, exit 1, on the first
+    folder ('... already exists; remove it or pass --force'). The folders moved in go back
+    (with --force, the ones they replaced are put back), so the same command runs again."""
+    import tarfile
+
+    import ssmrepro.data.download as dl
+
+    src = tmp_path / "src" / "lra_release"
+    for name, seed in (("listops-1000", "new"), ("tsv_data", "new")):
+        (src / name).mkdir(parents=True)
+        (src / name / "basic_train.tsv").write_text(f"Source\tTarget\n{seed}\n")
+    archive = tmp_path / "lra.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(src, arcname="lra_release")
+    lra = tmp_path / "root" / "lra"
+    args = ("data", "download", "lra", "--dir", tmp_path / "root", "--url", archive.as_uri(),
+            "--no-progress")
+    real, moves = dl._move_into_place, []
+
+    def second_stopped(path, target, force):  # Ctrl-C at the second folder's move
+        moves.append(target)
+        if len(moves) % 2 == 0:
+            raise KeyboardInterrupt
+        real(path, target, force)
+
+    monkeypatch.setattr(dl, "_move_into_place", second_stopped)
+    res = _invoke(*args)
+    assert res.exit_code == 130 and "re-run the same command" in res.output, res.output
+    assert not [p for p in lra.iterdir() if not p.name.startswith(".extract-lra")]
+    monkeypatch.setattr(dl, "_move_into_place", real)
+    assert _invoke(*args).exit_code == 0  # (it failed: 'already exists')
+    (lra / "listops-1000" / "basic_train.tsv").write_text("old\n")  # an older copy
+    monkeypatch.setattr(dl, "_move_into_place", second_stopped)
+    res = _invoke(*args, "--force")
+    assert res.exit_code == 130, res.output
+    assert (lra / "listops-1000" / "basic_train.tsv").read_text() == "old\n"  # put back
+    assert (lra / "tsv_data" / "basic_train.tsv").is_file()

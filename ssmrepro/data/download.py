@@ -620,13 +620,28 @@ def install_lra(archive: Path, root: Path, *, force: bool = False, progress: boo
             # (tsv_data) stopped the install after listops-1000 was moved in, the message
             # naming only the one, and the same command then failed on listops-1000
             _check_target(base / name, force)
-        for name, path in sorted(found.items()):
-            _move_into_place(path, base / name, force)
-            out.append(base / name)
+        try:
+            for name, path in sorted(found.items()):
+                _move_into_place(path, base / name, force)
+                out.append(base / name)
+        except BaseException:  # stopped among the moves (Ctrl-C, SIGTERM, an error): the
+            for name, path in sorted(found.items(), reverse=True):  # folders moved in go back,
+                _move_back(path, base / name)  # those they replaced too: the same command
+            raise  # then failed on the first ('already exists; ... pass --force'), exit 1
         whole = True
         return out
     finally:
         _remove_scratch(tmp, out if whole else None)
+
+
+def _move_back(src: Path, target: Path) -> None:
+    """Undo ``_move_into_place(src, target, ...)``, as far as it went: the folder moved to
+    ``target`` back to ``src``, and the one it replaced (``--force``) back to ``target``."""
+    if not os.path.lexists(src) and os.path.isdir(target) and not os.path.islink(target):
+        os.replace(target, src)
+    replaced = src.with_name(f"{src.name}.replaced")
+    if replaced.is_dir() and not os.path.lexists(target):
+        os.replace(replaced, target)
 
 
 def _remove_scratch(tmp: Path, installed: list[Path] | None) -> None:
