@@ -275,12 +275,18 @@ def remove_dead_scratch(parent: Path, prefix: str) -> None:
     gone: a build killed (``kill -9``, a crashed machine) left its partial copy for ever (168 MB
     of a 200 MB archive; a cache entry's arrays). Another host's (a shared disk) and a running
     process's are left alone."""
+    for path in dead_scratch(parent, prefix):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def dead_scratch(parent: Path, prefix: str) -> list[Path]:
+    """The ``scratch_folder``s of ``prefix`` under ``parent`` whose process of this host is gone
+    (folders, not links), by name."""
     name = re.compile(re.escape(prefix) + r"-(?P<host>.+)-(?P<pid>[0-9]+)-[0-9a-f]{6}")
-    for path in parent.glob(glob.escape(prefix) + "-*") if parent.is_dir() else ():
-        m = name.fullmatch(path.name)
-        if (m and m["host"] == HOST and not pid_alive(int(m["pid"])) and path.is_dir()
-                and not path.is_symlink()):
-            shutil.rmtree(path, ignore_errors=True)
+    return sorted(path for path in (parent.glob(glob.escape(prefix) + "-*")
+                                    if parent.is_dir() else ())
+                  if (m := name.fullmatch(path.name)) and m["host"] == HOST
+                  and not pid_alive(int(m["pid"])) and path.is_dir() and not path.is_symlink())
 
 
 def _new_file_mode() -> int:

@@ -190,3 +190,18 @@ def test_a_calibration_deadline_leaves_later_shapes_at_the_memory_estimate(tmp_p
     assert cm.uncalibrated == 1
     cm.deadline = time.perf_counter() + 3600.0  # before it: calibrated as always
     assert cm.choose(runs, cap=4).how == "measured" and calls and cm.uncalibrated == 1
+
+
+def test_r59g_two_runs_calibrating_at_once_keep_each_others_measurements(tmp_path):
+    """Two `run`s calibrating at once (one cost cache): each wrote the cache as it had read it
+    at its start plus its own measurements, so the later write dropped the other's, measured
+    again by the next run. A write keeps what another process wrote since."""
+    runs = _runs(tmp_path, n=2, steps=100)
+    path = tmp_path / "costs.json"
+    first, second = CostModel(path=path), CostModel(path=path)
+    for cm in (first, second):
+        cm.fresh_seconds = lambda runs, m: 0.5
+        cm._load()  # (both read the cache before either measured)
+    first.step_seconds(runs[:1], 8)
+    second.step_seconds(runs[:2], 8)
+    assert len(json.loads(path.read_text())) == 2

@@ -29122,13 +29122,15 @@ def _r57v_forced_generates(tmp_path, monkeypatch, out, disk=None):
     assert _invoke("data", "generate", "listops", "--seed", "6", *args).exit_code == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     scratch = ".generating" if disk else f".{out.name}.generating"
+    aside = (".replaced", ".placing") if disk else f".{out.name}.replaced"  # (where the old
+    # one is moved)
     stops = ([lambda a, b: a == out / "basic_test.tsv",  # (meta.json and it set aside)
               lambda a, b: b == out / "basic_train.tsv"] if disk  # (two of the new moved in)
              else [lambda a, b: a == out])  # (the old folder set aside)
     for after in [*stops, None]:
         monkeypatch.setattr(data_cli, "os", _R57vStops(os, after=after, disk=disk))
         monkeypatch.setattr(data_cli, "shutil", _R57vStops(
-            shutil, rmtree_of=None if after else scratch))
+            shutil, rmtree_of=None if after else aside))
         res = _invoke("data", "generate", "listops", "--seed", "8", *args, "--force")
         monkeypatch.undo()
         left = {p.name: p.read_bytes() for p in out.iterdir() if not p.name.startswith(".")}
@@ -29136,7 +29138,8 @@ def _r57v_forced_generates(tmp_path, monkeypatch, out, disk=None):
             assert res.exit_code == 130 and "nothing was written" in res.output, res.output
             assert left == before  # the old one, whole, as it was
             assert not [p for p in (out if disk else tmp_path).iterdir()
-                        if p.name.startswith(scratch)], list(tmp_path.rglob("*"))
+                        if p.name.startswith((scratch, *aside) if disk else (scratch, aside))
+                        ], list(tmp_path.rglob("*"))
         else:
             assert res.exit_code == 130, res.output
             assert f"{out} holds the new dataset, whole" in res.output, res.output
@@ -29744,3 +29747,176 @@ def test_r59b_column_names_with_spaces_at_their_ends_are_their_columns(tmp_path,
     table.write_text(head + ", metric.test.acc\n" + rest.replace("\n", ",0.5\n"))
     with pytest.raises(TableError, match="column 'metric.test.acc' given twice"):
         read_results(table)
+
+
+def test_r59g_a_second_ctrl_c_while_workers_are_waited_for_kills_them(monkeypatch):
+    """`run --workers N` stopped while its workers do not end on SIGTERM (a debugger's, a
+    process in a kernel call), then a second Ctrl-C during `end_workers`' 10 s wait: the wait
+    was broken off before the kill, and Python's exit joined the live workers without a time
+    limit, so the command never ended (any further Ctrl-C ignored). They are killed at once."""
+    import multiprocessing as mp
+    import signal
+
+    import ssmrepro.engine.local as local
+
+    calls = []
+
+    def second_ctrl_c(procs):  # the Ctrl-C comes during the first wait
+        calls.append(len(procs))
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(procs)
+
+    real = local._join_all
+    monkeypatch.setattr(local, "_join_all", second_ctrl_c)
+    deaf = signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (inherited by the spawned workers)
+    try:
+        procs = [mp.get_context("spawn").Process(target=time.sleep, args=(60,), daemon=True)
+                 for _ in range(2)]
+        for p in procs:
+            p.start()
+    finally:
+        signal.signal(signal.SIGTERM, deaf)
+    with pytest.raises(KeyboardInterrupt):
+        local.end_workers(procs)
+    assert [p.exitcode for p in procs] == [-signal.SIGKILL] * 2 and len(calls) == 2
+
+
+def test_r59g_a_forced_generate_killed_between_its_renames_is_put_back(tmp_path):
+    """`data generate listops --force` killed (`kill -9`) between moving the old dataset aside
+    and renaming the new one into place: both, whole, were removed by the next generate as a
+    killed one's scratch folders (and a `run` meanwhile found no data). The next generate puts
+    the old one back, saying so, and removes what the killed one built."""
+    from ssmrepro.util import HOST
+
+    out = tmp_path / "listops"
+    args = ("--n", "3", "--min-length", "1", "--max-length", "40")
+    for seed, where in (("6", out), ("8", tmp_path / "new")):
+        res = _invoke("data", "generate", "listops", "--seed", seed, *args, "--out", where)
+        assert res.exit_code == 0, res.output
+    dead = 4_194_999  # (past any pid_max: a process that is gone)
+    old = {p.name: p.read_bytes() for p in out.iterdir()}
+    out.rename(tmp_path / f".listops.replaced-{HOST}-{dead}-abc123")  # the state the kill left
+    (tmp_path / "new").rename(tmp_path / f".listops.generating-{HOST}-{dead}-def456")
+    res = _invoke("data", "generate", "listops", "--seed", "7", *args, "--out", out)
+    _assert_refused(res, "is not empty; pass --force")
+    assert f"note: {out} holds again the dataset it held before" in res.output, res.output
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["listops"]
+    out.rename(tmp_path / f".listops.replaced-{HOST}-{dead}-abc123")  # killed again, once the
+    (out.parent / "listops").mkdir()  # new one was in place (renamed onto an empty folder)
+    (out / "meta.json").write_text("{}")
+    res = _invoke("data", "generate", "listops", "--seed", "7", *args, "--out", out, "--force")
+    assert res.exit_code == 0 and "note:" not in res.output, res.output
+    assert '"seed": 7' in (out / "meta.json").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["listops"]
+
+
+def test_r59g_a_forced_download_stopped_while_the_old_folder_is_removed_says_installed(
+        tmp_path, monkeypatch):
+    """`data download lra --force` stopped (Ctrl-C, SIGTERM) while the scratch folder, with the
+    old folders moved aside into it, was removed (seconds for the LRA release's gigabytes):
+    'the download resumes where it stopped: re-run the same command', which extracted and
+    replaced it all again, though the new data were in place, whole. It says so now; stopped
+    before that, it still says to re-run."""
+    import ssmrepro.data.download as dl
+
+    archive = _lra_archive(tmp_path)
+    args = ("data", "download", "lra", "--dir", tmp_path / "root", "--url", archive.as_uri(),
+            "--no-progress")
+    assert _invoke(*args).exit_code == 0
+    done = tmp_path / "root" / "lra" / "listops-1000"
+
+    class Stopped:  # Ctrl-C while the scratch folder is removed
+        def __getattr__(self, name):
+            return getattr(shutil, name)
+
+        def rmtree(self, path, *a, **kw):
+            shutil.rmtree(path, *a, **kw)
+            if Path(path).name.startswith(".extract-lra"):
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(dl, "shutil", Stopped())
+    res = _invoke(*args, "--force")
+    assert res.exit_code == 130, res.output
+    assert f"interrupted — installed {done}, whole;" in res.output, res.output
+    assert "re-run" not in res.output and (done / "basic_train.tsv").is_file()
+    monkeypatch.setattr(dl, "_move_into_place", lambda *a: (_ for _ in ()).throw(
+        KeyboardInterrupt))  # stopped before it was in place
+    res = _invoke(*args, "--force")
+    assert res.exit_code == 130 and "re-run the same command" in res.output, res.output
+
+
+def test_r59g_a_forced_generate_into_a_mount_point_killed_midway_is_put_back(tmp_path):
+    """The same kill (`kill -9`) inside a mount point (`--out /mnt/disk`), where the old
+    dataset's entries are moved aside one by one (meta.json first) and the new one's moved in
+    (meta.json last): the next generate removed the old entries moved aside with the new one,
+    leaving the old ones not moved yet (or a few of the new one's) without a meta.json. It puts
+    the old one back whole, whichever half of the swap the kill stopped."""
+    from ssmrepro.util import HOST
+
+    disk, new = tmp_path / "disk", tmp_path / "new"
+    args = ("--n", "3", "--min-length", "1", "--max-length", "40")
+    dead = 4_194_999  # (past any pid_max: a process that is gone)
+    for seed, where in (("6", disk), ("8", new)):
+        res = _invoke("data", "generate", "listops", "--seed", seed, *args, "--out", where)
+        assert res.exit_code == 0, res.output
+    old = {p.name: p.read_bytes() for p in disk.iterdir()}
+    for phase, moved in ((".replaced", ["meta.json", "basic_test.tsv"]), (".placing", list(old))):
+        aside = disk / f"{phase}-{HOST}-{dead}-abc123"
+        aside.mkdir()
+        for name in moved:  # the state the kill left
+            (disk / name).rename(aside / name)
+        building = disk / f".generating-{HOST}-{dead}-def456"
+        shutil.copytree(new, building)
+        if phase == ".placing":  # two of the new one's moved in
+            for name in ("basic_train.tsv", "basic_val.tsv"):
+                (building / name).rename(disk / name)
+        res = _invoke("data", "generate", "listops", "--seed", "7", *args, "--out", disk)
+        _assert_refused(res, "is not empty; pass --force")
+        assert f"note: {disk} holds again the dataset it held before" in res.output, res.output
+        assert {p.name: p.read_bytes() for p in disk.iterdir()} == old, phase
+    res = _invoke("data", "generate", "listops", "--seed", "7", *args, "--out", disk, "--force")
+    assert res.exit_code == 0 and "note:" not in res.output, res.output
+
+
+def test_r59g_a_download_stopped_among_its_moves_installs_nothing_so_it_runs_again(
+        tmp_path, monkeypatch):
+    """`data download lra` stopped (Ctrl-C, SIGTERM) after moving some of the release's task
+    folders into place: it said 're-run the same command', which failed, exit 1, on the first
+    folder ('... already exists; remove it or pass --force'). The folders moved in go back
+    (with --force, the ones they replaced are put back), so the same command runs again."""
+    import tarfile
+
+    import ssmrepro.data.download as dl
+
+    src = tmp_path / "src" / "lra_release"
+    for name, seed in (("listops-1000", "new"), ("tsv_data", "new")):
+        (src / name).mkdir(parents=True)
+        (src / name / "basic_train.tsv").write_text(f"Source\tTarget\n{seed}\n")
+    archive = tmp_path / "lra.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(src, arcname="lra_release")
+    lra = tmp_path / "root" / "lra"
+    args = ("data", "download", "lra", "--dir", tmp_path / "root", "--url", archive.as_uri(),
+            "--no-progress")
+    real, moves = dl._move_into_place, []
+
+    def second_stopped(path, target, force):  # Ctrl-C at the second folder's move
+        moves.append(target)
+        if len(moves) % 2 == 0:
+            raise KeyboardInterrupt
+        real(path, target, force)
+
+    monkeypatch.setattr(dl, "_move_into_place", second_stopped)
+    res = _invoke(*args)
+    assert res.exit_code == 130 and "re-run the same command" in res.output, res.output
+    assert not [p for p in lra.iterdir() if not p.name.startswith(".extract-lra")]
+    monkeypatch.setattr(dl, "_move_into_place", real)
+    assert _invoke(*args).exit_code == 0  # (it failed: 'already exists')
+    (lra / "listops-1000" / "basic_train.tsv").write_text("old\n")  # an older copy
+    monkeypatch.setattr(dl, "_move_into_place", second_stopped)
+    res = _invoke(*args, "--force")
+    assert res.exit_code == 130, res.output
+    assert (lra / "listops-1000" / "basic_train.tsv").read_text() == "old\n"  # put back
+    assert (lra / "tsv_data" / "basic_train.tsv").is_file()

@@ -115,6 +115,9 @@ def _one_of_dir_and_out(dir: Path | None, out: Path | None) -> None:
 # beside the target (``_built_beside``), so nothing of it is where the loaders read
 LEFT = "nothing was written: re-run the same command"
 GENERATING = ".generating"  # the scratch folder's name (``util.scratch_folder``)
+REPLACED = ".replaced"  # the name of the one a dataset --force replaces is moved aside into
+PLACING = ".placing"  # (in a mount point) its name once every entry of it is there
+SCRATCH = tuple(f"{p}-" for p in (GENERATING, REPLACED, PLACING))  # their entries in a mount point
 
 
 def _died(err: WorkerDied) -> str:
@@ -193,20 +196,24 @@ def _built_beside(target: Path, force: bool = False) -> Iterator[Path]:
             _fail(_written_meanwhile(target, force), code=1)
         if inside:
             if there:  # (removed below; if killed, by the next generate)
-                aside = scratch_folder(target, GENERATING)
+                aside = scratch_folder(target, REPLACED)
                 aside.mkdir()
                 for name in sorted((n for n, *_ in there), key=lambda n: n != "meta.json"):
                     moved.append(name)  # (before: a stop between would lose it)
                     os.replace(target / name, aside / name)  # meta.json first: a dataset
                     # without it is not a whole one
+                all_out = target / (PLACING + aside.name.removeprefix(REPLACED))
+                os.replace(aside, all_out)  # what a kill from here on leaves in ``target`` is
+                aside = all_out  # the new one's (``_put_back_killed``)
             for entry in sorted(tmp.iterdir(), key=lambda p: p.name == "meta.json"):
                 placed.append(entry.name)
                 os.replace(entry, target / entry.name)  # meta.json last: it marks a whole one
             fsync_dir(target)
             return
         if there:
-            aside = scratch_folder(target.parent, f".{target.name}{GENERATING}")
-            os.replace(target, aside)  # (removed below; if killed, by the next generate)
+            aside = scratch_folder(target.parent, f".{target.name}{REPLACED}")
+            os.replace(target, aside)  # (removed below; if killed, by the next generate, which
+            # puts it back if killed before the next rename: ``_put_back_killed``)
         try:
             os.replace(tmp, target)  # (onto nothing or an empty folder)
         except OSError:
@@ -262,7 +269,7 @@ def _entries(target: Path) -> set[tuple]:
     try:
         found = set()
         for entry in target.iterdir():
-            if not entry.name.startswith(GENERATING):
+            if not entry.name.startswith((GENERATING, *SCRATCH)):
                 st = entry.lstat()
                 found.add((entry.name, st.st_ino, st.st_mtime_ns))
         return found
@@ -290,7 +297,7 @@ def download(
     """
     import urllib.parse
 
-    from ..data.download import DownloadError, NoRetry
+    from ..data.download import DownloadError, Installed, NoRetry
     from ..data.download import download as do_download
 
     if url is not None:
@@ -343,6 +350,12 @@ def download(
         _fail(str(err))
     except DownloadError as err:
         _fail(str(err), code=1)
+    except Installed as err:  # stopped while the scratch folder was removed
+        err_console.print(f"interrupted — installed {', '.join(str(p) for p in err.args[0])}, "
+                          "whole; the rest of the extracted archive (and the old folders "
+                          "--force replaced) is removed by the next `data download`",
+                          highlight=False, soft_wrap=True, markup=False)
+        raise typer.Exit(130) from None
     if skipped:  # a link among the data files was left out without a word: 'installed', and
         # the data then missing
         shown = ", ".join(repr(n) for n in skipped[:3]) + (", ..." if len(skipped) > 3 else "")
@@ -366,7 +379,7 @@ def _foreign_entries(target: Path) -> list[str]:
     return sorted(p.name for p in target.iterdir()
                   if p.name not in GENERATED_NAMES and not (p.name.startswith(".")
                                                             and p.name.endswith(".tmp"))
-                  and not p.name.startswith(f"{GENERATING}-"))
+                  and not p.name.startswith(SCRATCH))
 
 
 def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
@@ -378,6 +391,7 @@ def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
     _written(target, "--out" if out is not None else "the data root's folder (--dir or "
              "$SSMREPRO_DATA)")
     remove_dead_scratch(target, GENERATING)  # (a killed generate's, built inside a mount point)
+    _put_back_killed(target)
     if target.exists() and any(target.iterdir()):
         if not force:
             _fail(f"{target} is not empty; pass --force to replace it or --out to choose another folder")
@@ -387,6 +401,46 @@ def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
                   "which no generator writes: --force only replaces a generated dataset; choose "
                   "an empty or new --out")
     return target
+
+
+def _put_back_killed(target: Path) -> None:
+    """Put back at ``target`` the dataset that a `data generate --force` killed (``kill -9``, a
+    crashed machine) between its two renames had moved aside (``_built_beside``), saying so; the
+    moved-aside folders of killed generates are removed otherwise (the new one is in place).
+    Such a kill lost both datasets: the old one and the new one, whole, were both removed by
+    the next generate as a killed one's scratch folders, and a `run` meanwhile found no data.
+    In a mount point, where the old one's entries are moved aside one by one and the new one's
+    moved in, the old one is put back unless the new one's meta.json is there: its entries
+    moved aside join those not moved yet, or (every one moved: ``PLACING``) replace those of
+    the new one moved in (the old one's entries moved aside were removed, its others kept beside
+    a few of the new one's)."""
+    from ..util import dead_scratch, remove_dead_scratch
+
+    whole = target.is_dir() and not target.is_symlink() and (target / "meta.json").exists()
+    for old in ([*dead_scratch(target, REPLACED), *dead_scratch(target, PLACING)]
+                if target.is_dir() and not target.is_symlink() else ()):
+        if not whole and (old / "meta.json").is_file():
+            placed = ([e.name for e in target.iterdir() if not e.name.startswith(SCRATCH)]
+                      if old.name.startswith(PLACING) else [])
+            _put_back(target, old, [e.name for e in old.iterdir()], placed, inside=True)
+            whole = True
+            err_console.print(f"note: {target} holds again the dataset it held before a "
+                              "`data generate --force` there was killed while it replaced "
+                              "it (it had been moved aside)", highlight=False,
+                              soft_wrap=True, markup=False)
+        shutil.rmtree(old, ignore_errors=True)
+    prefix = f".{target.name}{REPLACED}"
+    if not os.path.lexists(target):
+        for old in dead_scratch(target.parent, prefix):
+            if (old / "meta.json").is_file():
+                os.replace(old, target)
+                err_console.print(f"note: {target} holds again the dataset it held before a "
+                                  "`data generate --force` there was killed while it replaced "
+                                  "it (it had been moved aside)", highlight=False,
+                                  soft_wrap=True, markup=False)
+                break
+    remove_dead_scratch(target.parent, prefix)
+    remove_dead_scratch(target.parent, f".{target.name}{GENERATING}")  # (what it was building)
 
 
 def _size(n: float) -> str:

@@ -66,6 +66,13 @@ class BadArchive(DownloadError):
     folders it should hold): the kept copy must go before a download can replace it."""
 
 
+class Installed(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) once the folders ``args[0]`` were installed, whole, while the scratch
+    folder was removed (the extracted archive's rest, and the old folders --force moved aside:
+    gigabytes of the LRA release, seconds to remove): the line said 'the download resumes where
+    it stopped: re-run the same command', which extracted and replaced them all again."""
+
+
 @dataclass(frozen=True)
 class Resource:
     name: str
@@ -600,6 +607,8 @@ def install_lra(archive: Path, root: Path, *, force: bool = False, progress: boo
     base = lra_dir(root)
     base.mkdir(parents=True, exist_ok=True)
     tmp = scratch_folder(base, ".extract-lra")
+    out: list[Path] = []
+    whole = False  # every folder found was moved into place
     try:
         extract_archive(archive, tmp, progress=progress, skipped=skipped)
         found = _find_dirs(tmp, LRA_FOLDERS)
@@ -611,13 +620,39 @@ def install_lra(archive: Path, root: Path, *, force: bool = False, progress: boo
             # (tsv_data) stopped the install after listops-1000 was moved in, the message
             # naming only the one, and the same command then failed on listops-1000
             _check_target(base / name, force)
-        out = []
-        for name, path in sorted(found.items()):
-            _move_into_place(path, base / name, force)
-            out.append(base / name)
+        try:
+            for name, path in sorted(found.items()):
+                _move_into_place(path, base / name, force)
+                out.append(base / name)
+        except BaseException:  # stopped among the moves (Ctrl-C, SIGTERM, an error): the
+            for name, path in sorted(found.items(), reverse=True):  # folders moved in go back,
+                _move_back(path, base / name)  # those they replaced too: the same command
+            raise  # then failed on the first ('already exists; ... pass --force'), exit 1
+        whole = True
         return out
     finally:
+        _remove_scratch(tmp, out if whole else None)
+
+
+def _move_back(src: Path, target: Path) -> None:
+    """Undo ``_move_into_place(src, target, ...)``, as far as it went: the folder moved to
+    ``target`` back to ``src``, and the one it replaced (``--force``) back to ``target``."""
+    if not os.path.lexists(src) and os.path.isdir(target) and not os.path.islink(target):
+        os.replace(target, src)
+    replaced = src.with_name(f"{src.name}.replaced")
+    if replaced.is_dir() and not os.path.lexists(target):
+        os.replace(replaced, target)
+
+
+def _remove_scratch(tmp: Path, installed: list[Path] | None) -> None:
+    """Remove an install's scratch folder ``tmp``; a Ctrl-C meanwhile, once every folder was
+    ``installed``, is ``Installed`` (the next download removes what is left of ``tmp``)."""
+    try:
         shutil.rmtree(tmp, ignore_errors=True)
+    except KeyboardInterrupt:
+        if installed:
+            raise Installed(installed) from None
+        raise
 
 
 def _install_folder(archive: Path, base: Path, folder: str, scratch: str, *, force: bool,
@@ -626,15 +661,17 @@ def _install_folder(archive: Path, base: Path, folder: str, scratch: str, *, for
     ``base / folder`` (atomic from the loaders' point of view)."""
     base.mkdir(parents=True, exist_ok=True)
     tmp = scratch_folder(base, f".extract-{scratch}")
+    whole = False
     try:
         extract_archive(archive, tmp, keep=keep, progress=progress, skipped=skipped)
         found = _find_dirs(tmp, (folder,))
         if not found:
             raise BadArchive(f"{archive}: no {folder} folder inside")
         _move_into_place(found[folder], base / folder, force)
+        whole = True
         return [base / folder]
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove_scratch(tmp, [base / folder] if whole else None)
 
 
 def install_cifar10(archive: Path, root: Path, *, force: bool = False, progress: bool = True,

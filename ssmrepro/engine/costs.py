@@ -156,8 +156,13 @@ class CostModel:
         return "|".join(map(str, parts))
 
     def _save(self) -> None:
+        """Write the cache, with what another process wrote there since it was read (two `run`s
+        calibrating at once: each wrote the file as it had read it plus its own measurements,
+        and the later one's write dropped the other's, measured again by the next run)."""
+        mine, self._cache = self._load(), None
+        self._cache = {**self._load(), **mine}
         try:
-            atomic_write_text(self._file(), json.dumps(self._load(), indent=0, sort_keys=True))
+            atomic_write_text(self._file(), json.dumps(self._cache, indent=0, sort_keys=True))
         except OSError:  # a read-only home: the model still works, it just re-measures
             pass
 

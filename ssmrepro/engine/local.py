@@ -412,19 +412,24 @@ def end_workers(procs: list) -> None:
     later) and join them. One stopped (SIGSTOP, a ^Z of it) is continued: its SIGTERM waited for
     a SIGCONT, and Python's exit joins a live worker without a time limit, so `run` sent SIGTERM
     (or Ctrl-C) never ended. The 10 s are counted once for all (each worker that did not end on
-    SIGTERM was waited for 10 s after the last: 160 s for `--workers 16`)."""
-    for p in procs:
-        if p.is_alive():
-            p.terminate()
-            try:
-                os.kill(p.pid, signal.SIGCONT)
-            except OSError:  # (gone meanwhile)
-                pass
-    _join_all(procs)
-    for p in procs:
-        if p.is_alive():  # (one that does not end on SIGTERM)
-            p.kill()
-    _join_all(procs)
+    SIGTERM was waited for 10 s after the last: 160 s for `--workers 16`). A second Ctrl-C (or
+    SIGTERM) during that wait kills them at once: it broke off the wait before the kill, and
+    Python's exit then joined the live workers without a time limit (the command never ended,
+    and ignored any further Ctrl-C)."""
+    try:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+                try:
+                    os.kill(p.pid, signal.SIGCONT)
+                except OSError:  # (gone meanwhile)
+                    pass
+        _join_all(procs)
+    finally:
+        for p in procs:
+            if p.is_alive():  # (one that does not end on SIGTERM)
+                p.kill()
+        _join_all(procs)
 
 
 END_WAIT_S = 10.0  # how long ``end_workers`` waits for its workers after each signal
