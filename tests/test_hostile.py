@@ -29436,3 +29436,43 @@ def test_r58me_bench_packs_of_thousands_of_digits_are_named_short_as_out_of_rang
         res = _invoke("bench", "keep-nth-d8", "--packs", given, "--out", tmp_path / "b")
         _assert_refused(res, f"--packs {given!r}: pack sizes between 1 and 256")
     assert not (tmp_path / "b").exists()
+
+
+def test_r59f_a_padded_array_past_the_memory_available_is_refused_naming_the_line(
+        tmp_path, monkeypatch):
+    """One ListOps line of millions of tokens under a large max_len padded every row of its
+    split to it (8 million tokens x 96,000 rows: 768 GB), written into the cache until the disk
+    was full. A padded array past the memory available is damaged data now, naming the file
+    and line of the longest sequence and the command that writes the data again; the IMDB and
+    AAN preparations pad through the same function."""
+    import ssmrepro.data.text as text
+    import ssmrepro.util as util
+    from ssmrepro.data import DataUnavailable, load_lra
+    from ssmrepro.data.listops import SPLIT_FILES, generate_listops, write_listops_tsv
+
+    splits = generate_listops(6, 2, 2, seed=5, min_length=3, max_length=60)
+    folder = tmp_path / "generated" / "listops"
+    for split, fname in SPLIT_FILES.items():
+        write_listops_tsv(folder / fname, splits[split])
+    f = folder / "basic_train.tsv"
+    lines = f.read_text().splitlines()
+    lines[3] = "( [MAX " + "1 " * 5000 + "] )\t1"
+    lines.insert(1, "")  # (a blank line: the row is named by the file's own line, 5)
+    f.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(text, "PAD_CHECKED_BYTES", 0)
+    monkeypatch.setattr(util, "memory_available", lambda: 20_000)
+    with pytest.raises(DataUnavailable) as err:
+        load_lra("listops", "train", root=tmp_path, accept_sources=["generated"],
+                 max_len=10**8)
+    said = " ".join(str(err.value).split())
+    assert "basic_train.tsv:5: a sequence of 5,003 tokens" in said, said
+    assert "6 rows is padded: 30,018 bytes, more than the 20,000 bytes" in said, said
+    assert "ssmrepro data generate listops" in said, said
+    assert not (tmp_path / ".cache").exists()
+    # within the memory, or cut by max_len: prepared as before
+    ds = load_lra("listops", "train", root=tmp_path, accept_sources=["generated"], cache=False)
+    assert ds.x.shape == (6, 2048)
+    monkeypatch.setattr(util, "memory_available", lambda: 40_000)
+    ds = load_lra("listops", "train", root=tmp_path, accept_sources=["generated"],
+                  max_len=10**8, cache=False)
+    assert ds.x.shape == (6, 5003) and int(ds.lengths.max()) == 5003

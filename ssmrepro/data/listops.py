@@ -591,14 +591,14 @@ def read_listops_tsv(path: Path, linenos: list[int] | None = None) -> tuple[list
     return sources, np.array(labels, dtype=np.int64)
 
 
-def pad_sequences(seqs: Sequence[np.ndarray], dtype: type = np.uint8) -> tuple[np.ndarray, np.ndarray]:
-    """Right-pad with 0 to the longest sequence: returns (N, L) array and (N,) int32 lengths."""
-    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int32, count=len(seqs))
-    width = int(lengths.max()) if len(seqs) else 0
-    out = np.zeros((len(seqs), width), dtype=dtype)
-    for i, s in enumerate(seqs):
-        out[i, : len(s)] = s
-    return out, lengths
+def pad_sequences(seqs: Sequence[np.ndarray], dtype: type = np.uint8,
+                  row: Callable[[int], str] = lambda i: f"row {i + 1}",
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad with 0 to the longest sequence: returns (N, L) array and (N,) int32 lengths
+    (``text.pad_ragged``: a padded array past the memory available is refused)."""
+    from .text import pad_ragged
+
+    return pad_ragged(seqs, dtype, row)
 
 
 def prepare_listops(directory: Path, cfg: ListOpsConfig,
@@ -626,7 +626,7 @@ def prepare_listops(directory: Path, cfg: ListOpsConfig,
             if cfg.append_eos:
                 ids = np.append(ids, np.uint8(EOS))
             seqs.append(ids)
-        x, lengths = pad_sequences(seqs)
+        x, lengths = pad_sequences(seqs, row=lambda i, path=path, at=linenos: f"{path}:{at[i]}")
         out[split] = {"x": x, "lengths": lengths, "labels": labels}
         if cut is not None:
             cut[split] = n_cut
