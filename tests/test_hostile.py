@@ -19640,10 +19640,12 @@ def test_a_listops_cache_entry_prepared_before_a_new_refusal_is_prepared_again(t
     real, ddef = listops.encode_listops, ds.DATASETS["listops"]
     for token, refused in (("d", True), ("4", False)):
         for f in listops.SPLIT_FILES.values():
-            (folder / f).write_text(f"Source\tTarget\n( ( [MAX 2 ) {token} ) ] )\t3\n")
+            # (the label 4 is [MAX 2 4 ]'s value: a label not its expression's is refused)
+            (folder / f).write_text(f"Source\tTarget\n( ( [MAX 2 ) {token} ) ] )\t4\n")
         with monkeypatch.context() as m:  # as the code before the refusal prepared it
             m.setitem(ds.DATASETS, "listops", dataclasses.replace(ddef, checks=1))
             m.setattr(listops, "encode_listops", lambda s: real(s.replace(" d ", " [SM ")))
+            m.setattr(listops, "ids_value", lambda ids: 4)  # (before expressions were checked)
             old = ds.load_lra("listops", "test", tmp_path)
         assert old[0]["x"].tolist()[:4] == [13, 4, 15 if refused else 6, 16]
         with warnings.catch_warnings(record=True) as said:
@@ -29476,3 +29478,37 @@ def test_r59f_a_padded_array_past_the_memory_available_is_refused_naming_the_lin
     ds = load_lra("listops", "train", root=tmp_path, accept_sources=["generated"],
                   max_len=10**8, cache=False)
     assert ds.x.shape == (6, 5003) and int(ds.lengths.max()) == 5003
+
+
+def test_r59f_a_listops_row_that_is_no_expression_or_whose_label_is_not_its_value_is_damaged(
+        tmp_path):
+    """A ListOps row whose label was edited within the classes (7 for `[MAX 2 3 ]`'s 3), an
+    empty source, `[MAX 2 3` unclosed, `2 3` or `[MAX ]` was prepared and trained on under its
+    label without a word. Each is damaged data now, naming the file, line and why, and the
+    command that writes the data again; a generated dataset (labels its values) loads."""
+    from ssmrepro.data import DataUnavailable, load_lra
+    from ssmrepro.data.listops import SPLIT_FILES, generate_listops, write_listops_tsv
+
+    splits = generate_listops(6, 2, 2, seed=5, min_length=3, max_length=60)
+    folder = tmp_path / "generated" / "listops"
+    for split, fname in SPLIT_FILES.items():
+        write_listops_tsv(folder / fname, splits[split])
+    assert len(load_lra("listops", "val", root=tmp_path, accept_sources=["generated"],
+                        cache=False)) == 2
+    f = folder / "basic_val.tsv"
+    good = f.read_text()
+    for row, why in (("( [MAX 2 3 ] )\t7", "label 7 is not the value of its expression, 3"),
+                     ("\t3", "not a ListOps expression (no token)"),
+                     ("( [MAX 2 3 )\t3", "not a ListOps expression (incomplete expression)"),
+                     ("2 3\t3", "not a ListOps expression (more than one top-level expression)"),
+                     ("( [MAX ] )\t3", "not a ListOps expression (operator without arguments)"),
+                     ("] 3\t3", "not a ListOps expression (unbalanced ']')")):
+        lines = good.splitlines()
+        lines[2] = row
+        f.write_text("\n".join(lines) + "\n")
+        with pytest.raises(DataUnavailable) as err:
+            load_lra("listops", "train", root=tmp_path, accept_sources=["generated"],
+                     cache=False)
+        said = " ".join(str(err.value).split())
+        assert f"basic_val.tsv:3: {why}" in said, said
+        assert "ssmrepro data generate listops" in said, said

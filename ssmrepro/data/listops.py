@@ -85,31 +85,48 @@ def listops_value(expr: str | Sequence[str]) -> int:
     2
     """
     toks = tokenize_listops(expr) if isinstance(expr, str) else list(expr)
+    ids = bytearray()
+    for tok in toks:
+        i = TOKEN_TO_ID.get(tok, PAD) if isinstance(tok, str) else PAD
+        if i < DIGIT0:  # (<pad>, <eos>)
+            raise ValueError(f"unknown ListOps token {tok!r}")
+        ids.append(i)
+    try:
+        return ids_value(bytes(ids))
+    except ValueError as err:
+        raise ValueError(f"{err} in {expr!r}") from None
+
+
+def ids_value(ids: bytes | np.ndarray) -> int:
+    """The value of a ListOps expression of token ids (``VOCAB``, no <eos>); ValueError saying
+    how the ids are no expression (unbalanced, an operator without arguments, two of them)."""
     stack: list[tuple[int, list[int]]] = []
     result: int | None = None
-    for tok in toks:
-        if tok in OPS:
-            stack.append((OPS.index(tok), []))
-            continue
-        if tok in ("X", "]"):
+    for t in ids.tobytes() if isinstance(ids, np.ndarray) else ids:
+        if t == CLOSE:
             if not stack:
-                raise ValueError(f"unbalanced ']' in {expr!r}")
+                raise ValueError("unbalanced ']'")
             op, args = stack.pop()
             if not args:
-                raise ValueError(f"operator without arguments in {expr!r}")
+                raise ValueError("operator without arguments")
             v = _apply(op, args)
-        elif len(tok) == 1 and tok.isdigit():
-            v = int(tok)
+        elif OP0 <= t < CLOSE:
+            stack.append((t - OP0, []))
+            continue
+        elif DIGIT0 <= t < OP0:
+            v = t - DIGIT0
         else:
-            raise ValueError(f"unknown ListOps token {tok!r}")
+            raise ValueError(f"token id {t} cannot appear in a ListOps expression")
         if stack:
             stack[-1][1].append(v)
         elif result is None:
             result = v
         else:
-            raise ValueError(f"more than one top-level expression in {expr!r}")
+            raise ValueError("more than one top-level expression")
+    if not stack and result is None:
+        raise ValueError("no token")
     if stack or result is None:
-        raise ValueError(f"incomplete expression {expr!r}")
+        raise ValueError("incomplete expression")
     return result
 
 
@@ -515,7 +532,9 @@ PREPARE_VERSION = 2  # 2: a row of three or more tab-separated fields is refused
 # 2: a source token a, b, c or d (encode_listops read them as the operators it writes so)
 # 3: counts the expressions max_len cuts (meta.json's "cut"; an entry without it was prepared
 #    before: prepared again, so a cut is never unsaid)
-CHECKS_VERSION = 3
+# 4: a source that is no expression (empty, unbalanced, '2 3') or whose label is not its value
+#    (a label edited from 3 to 7 was trained on as the answer)
+CHECKS_VERSION = 4
 
 # Fast path: map the 15 ListOps symbols to single characters, then look them up with numpy.
 _COMPACT = (("[MIN", "a"), ("[MAX", "b"), ("[MED", "c"), ("[SM", "d"))
@@ -616,11 +635,18 @@ def prepare_listops(directory: Path, cfg: ListOpsConfig,
         sources, labels = read_listops_tsv(path, linenos)
         seqs = []
         n_cut = 0
-        for lineno, src in zip(linenos, sources):
+        for lineno, src, label in zip(linenos, sources, labels.tolist()):
             try:
                 ids = encode_listops(src)
             except ValueError as err:
                 raise DamagedSource(f"{path}:{lineno}: {err}") from None
+            try:  # an empty source, '[MAX 2 3' or '2 3' was trained on under its label
+                value = ids_value(ids)
+            except ValueError as err:
+                raise DamagedSource(f"{path}:{lineno}: not a ListOps expression ({err})") from None
+            if value != label:  # (in range: 7 for [MAX 2 3 ]'s 3 was trained on as the answer)
+                raise DamagedSource(f"{path}:{lineno}: label {label} is not the value of its "
+                                    f"expression, {value}")
             n_cut += len(ids) > keep
             ids = ids[:keep]
             if cfg.append_eos:
