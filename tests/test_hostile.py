@@ -29512,3 +29512,27 @@ def test_r59f_a_listops_row_that_is_no_expression_or_whose_label_is_not_its_valu
         said = " ".join(str(err.value).split())
         assert f"basic_val.tsv:3: {why}" in said, said
         assert "ssmrepro data generate listops" in said, said
+
+
+def test_r59f_listops_generation_is_sized_by_the_trees_it_draws_not_min_length_alone(
+        tmp_path, monkeypatch):
+    """`data generate listops --n 100000000 --min-length 0` passed the memory check as trees of
+    one token each (10.7 GB for trees of ~420 tokens, some 50 GB and more), ran for about a day
+    and died of memory. The first chunk's trees measure the length now: refused, exit 2, naming
+    it, before the rest is drawn and with nothing written."""
+    import ssmrepro.data.listops as lo
+    import ssmrepro.train as tr
+
+    real = lo._chunk_trees
+
+    def chunk(c, **kw):  # (not drawn on for a day where the refusal does not come)
+        assert c < 2, "drew on past the first chunk"
+        return real(c, **kw)
+
+    monkeypatch.setattr(lo, "_chunk_trees", chunk)
+    monkeypatch.setattr(tr, "available_memory", lambda device: 12 << 30)  # 12 GiB here
+    res = _invoke("data", "generate", "listops", "--n", "100000000", "--min-length", "0",
+                  "--max-length", "2000", "--dir", tmp_path / "data", "--workers", "1")
+    _assert_refused(res, "ListOps trees of about", "tokens (the mean of the first",
+                    "ask for fewer")
+    assert not [f for f in (tmp_path / "data").rglob("*") if not f.is_dir()]

@@ -397,6 +397,7 @@ def generate_listops(
     workers: int = 1,
     chunk_size: int = 256,
     progress: Callable[[int], None] | None = None,
+    sampled: Callable[[list[tuple[bytes, int]]], None] | None = None,
 ) -> dict[str, ListOpsSplit]:
     """Generate unique ListOps trees with the LRA distribution and split them.
 
@@ -422,6 +423,9 @@ def generate_listops(
         max_depth, max_args, op_prob: grammar parameters (LRA: 10, 10, 0.25).
         workers: worker processes (``spawn``); 1 = in-process.
         progress: called with the number of unique examples collected so far.
+        sampled: called once with the unique trees of the first chunk, where more are to come
+            (`data generate` measures their length and the time they took: what the whole
+            generation needs).
 
     Returns:
         ``{"train": ListOpsSplit, "val": ..., "test": ...}``.
@@ -481,6 +485,8 @@ def generate_listops(
                 progress(len(pool))
             if len(pool) >= total:
                 break
+            if sampled is not None and before == 0:
+                sampled(pool)
             stale = stale + 1 if len(pool) == before else 0
             if stale > 50:  # the window holds the trees (counted above): the rest are drawn
                 # too rarely ('only 4399 unique trees exist' of 1 < length < 6's 4,400, for
