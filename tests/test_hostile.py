@@ -29536,3 +29536,77 @@ def test_r59f_listops_generation_is_sized_by_the_trees_it_draws_not_min_length_a
     _assert_refused(res, "ListOps trees of about", "tokens (the mean of the first",
                     "ask for fewer")
     assert not [f for f in (tmp_path / "data").rglob("*") if not f.is_dir()]
+
+
+def test_r59f_damaged_fashion_mnist_and_digits_files_are_named_not_tracebacks(tmp_path):
+    """The stand-in image sources read their files without a check: a Fashion-MNIST IDX file
+    cut short or declaring 10**6 images was numpy's 'cannot reshape', a header of 255
+    dimensions its 'offset must be non-negative', a cut gzip gzip's EOFError, 2-D images a
+    broadcast error, 21 labels for 20 images an IndexError, 10 x 10 images were trained on;
+    the digits table cut, not gzip, text or ragged was gzip's, numpy's or a decoder's traceback.
+    Each is damaged data now, naming the file, exit 2 in a run; whole files load as before."""
+    import gzip
+    import struct
+
+    import numpy as np
+
+    from ssmrepro.data import DataUnavailable, load_lra
+
+    def idx(shape, data=None):
+        n = int(np.prod(shape))
+        body = bytes(i % 10 for i in range(n)) if data is None else data
+        return bytes([0, 0, 8, len(shape)]) + b"".join(struct.pack(">I", s) for s in shape) + body
+
+    def fashion(name, **change):
+        files = {"train-images-idx3-ubyte": idx((20, 28, 28)),
+                 "train-labels-idx1-ubyte": idx((20,)),
+                 "t10k-images-idx3-ubyte": idx((5, 28, 28)),
+                 "t10k-labels-idx1-ubyte": idx((5,))}
+        files.update(change)
+        folder = tmp_path / name / "fashion-mnist"
+        folder.mkdir(parents=True)
+        for f, b in files.items():
+            (folder / f).write_bytes(b)
+        return tmp_path / name
+
+    def load(root, source):
+        return load_lra("image", "train", root=root, accept_sources=[source], cache=False)
+
+    assert load(fashion("good"), "proxy:fashion_mnist32").x.shape == (18, 1024)
+    images = "train-images-idx3-ubyte"
+    for n, (change, why) in enumerate((
+            ({images: idx((20, 28, 28))[:-100]}, "(20, 28, 28) (15,680 bytes) where 15,580"),
+            ({images: idx((10**6, 28, 28), b"\0" * 100)}, "(1000000, 28, 28) (784,000,000 bytes)"),
+            ({images: b"\0\0\x08\xff"}, "an IDX header cut short"),
+            ({images: b"\0\0"}, "not an unsigned-byte IDX file"),
+            ({images: idx((20, 784))}, "images of shape (784,), not Fashion-MNIST's 28 x 28"),
+            ({images: idx((20, 10, 10))}, "images of shape (10, 10)"),
+            ({"train-labels-idx1-ubyte": idx((21,))}, "holds 20 images and train-labels-idx1"),
+            ({images: idx((0, 28, 28)), "train-labels-idx1-ubyte": idx((0,))}, "holds 0 images"),
+            ({images + ".gz": gzip.compress(idx((20, 28, 28)))[:-30]}, "EOFError"))):
+        root = fashion(f"f{n}", **change)
+        if images + ".gz" in change:
+            (root / "fashion-mnist" / images).unlink()
+        with pytest.raises(DataUnavailable) as err:
+            load(root, "proxy:fashion_mnist32")
+        said = " ".join(str(err.value).split())
+        assert "are damaged: " in said and "fashion-mnist/train-" in said and why in said, said
+
+    rows = "".join(",".join(["3"] * 64 + [str(i % 10)]) + "\n" for i in range(50)).encode()
+    for n, (data, why) in enumerate(((gzip.compress(rows), None),
+                                     (gzip.compress(rows)[:-20], "EOFError"),
+                                     (rows, "BadGzipFile"),
+                                     (gzip.compress(b"a,b\n1,2\n"), "could not convert"),
+                                     (gzip.compress(b"\xff,1\n"), "UnicodeDecodeError"),
+                                     (gzip.compress(b"1,2,3\n1,2\n"), "number of columns"),
+                                     (gzip.compress(b""), "rows of 64 pixels and a label"))):
+        folder = tmp_path / f"d{n}" / "digits"
+        folder.mkdir(parents=True)
+        (folder / "digits.csv.gz").write_bytes(data)
+        if why is None:
+            assert load(folder.parent, "proxy:digits").x.shape[1] == 64
+            continue
+        with pytest.raises(DataUnavailable) as err:
+            load(folder.parent, "proxy:digits")
+        said = " ".join(str(err.value).split())
+        assert "digits.csv.gz: not the digits table" in said and why in said, said
