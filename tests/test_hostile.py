@@ -29610,3 +29610,59 @@ def test_r59f_damaged_fashion_mnist_and_digits_files_are_named_not_tracebacks(tm
             load(folder.parent, "proxy:digits")
         said = " ".join(str(err.value).split())
         assert "digits.csv.gz: not the digits table" in said and why in said, said
+
+
+def test_r59f_damaged_or_missing_images_of_the_lra_pathfinder_layout_are_named(tmp_path):
+    """An image of the release's Pathfinder layout cut short or garbage was PIL's
+    UnidentifiedImageError, one of another size or all of another resolution a bare
+    ValueError, all empty 'no readable images' (a ValueError), one a metadata line names
+    removed a FileNotFoundError: tracebacks. Each is damaged data now, naming the file or
+    folder and the command that installs the data again."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from ssmrepro.data import DataUnavailable, load_lra
+
+    def png(side, value=0):
+        b = io.BytesIO()
+        Image.fromarray(np.full((side, side), value, np.uint8)).save(b, format="PNG")
+        return b.getvalue()
+
+    def release(name, side=32):
+        d = tmp_path / name / "lra/pathfinder32/curv_contour_length_14"
+        (d / "metadata").mkdir(parents=True)
+        (d / "imgs/0").mkdir(parents=True)
+        for i in range(12):
+            (d / f"imgs/0/sample_{i}.png").write_bytes(png(side, i * 20))
+        (d / "metadata/0.npy").write_text(
+            "".join(f"imgs/0 sample_{i}.png 0 {i % 2}\n" for i in range(12)))
+        return d
+
+    def load(d):
+        return load_lra("pathfinder", "train", root=d.parents[2],
+                        accept_sources=["lra_release"], cache=False)
+
+    assert load(release("good")).x.shape[1] == 1024
+    cases = (("cut", lambda f: f.write_bytes(png(32)[:40]), "sample_3.png: not an image PIL"),
+             ("garbage", lambda f: f.write_bytes(b"hello"), "sample_3.png: not an image PIL"),
+             ("other", lambda f: f.write_bytes(png(64)), "images of different shapes"),
+             ("gone", lambda f: f.unlink(), "sample_3.png, a file of a dataset: "))
+    for name, change, why in cases:
+        d = release(name)
+        change(d / "imgs/0/sample_3.png")
+        with pytest.raises(DataUnavailable) as err:
+            load(d)
+        said = " ".join(str(err.value).split())
+        assert "pathfinder data at" in said and "are damaged: " in said and why in said, said
+        assert "ssmrepro data download lra" in said, said
+    empty = release("empty")
+    for f in (empty / "imgs/0").iterdir():
+        f.write_bytes(b"")
+    for d, why in ((empty, "no readable images in"),
+                   (release("big", 64), "images are (64, 64), expected 32x32")):
+        with pytest.raises(DataUnavailable) as err:
+            load(d)
+        said = " ".join(str(err.value).split())
+        assert why in said and "ssmrepro data download lra" in said, said
