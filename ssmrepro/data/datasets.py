@@ -520,6 +520,7 @@ DATASETS: dict[str, DatasetDef] = {
         prepare=_image_prepare,
         hint=_image_hint,
         version=image.PREPARE_VERSION,
+        checks=image.CHECKS_VERSION,
     ),
     "pathfinder": DatasetDef(
         name="pathfinder",
