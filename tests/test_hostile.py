@@ -29666,3 +29666,22 @@ def test_r59f_damaged_or_missing_images_of_the_lra_pathfinder_layout_are_named(t
             load(d)
         said = " ".join(str(err.value).split())
         assert why in said and "ssmrepro data download lra" in said, said
+
+
+def test_r59f_an_eof_error_escaping_a_command_is_a_bug_not_the_users_abort(tmp_path,
+                                                                          monkeypatch):
+    """An EOFError no reader caught (a gzip cut short in the Fashion-MNIST stand-in) reached
+    click, which took it for Ctrl-D at a prompt: `Aborted.`, exit 1, as if the user had
+    stopped the command, and where it came from unsaid. No command prompts: it is a bug's
+    traceback now (a RuntimeError naming the EOFError), exit 1."""
+    import ssmrepro.data.datasets as ds
+
+    def cut(root=None):
+        raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+
+    monkeypatch.setattr(ds, "available_sources", cut)
+    (tmp_path / "data").mkdir()
+    res = _invoke("data", "info", "--dir", tmp_path / "data")
+    assert res.exit_code == 1 and "Aborted" not in res.output, res.output
+    assert isinstance(res.exception, RuntimeError), res.exception
+    assert "EOFError: Compressed file ended" in str(res.exception)
