@@ -33,12 +33,10 @@ history (and the final one) above the best validation loss before it, as a fract
 from __future__ import annotations
 
 import math
-import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -61,7 +59,7 @@ from .tasks.base import (
     fixed_split_error,
     loss_problem,
 )
-from .util import MemberError
+from .util import MemberError, memory_available
 
 _INIT_STREAM, _DATA_STREAM, _PERM_STREAM = 1, 2, 3
 AVG_LOSS_WINDOW = 1000  # train.avg_loss: mean training-batch loss over the last 1000 steps
@@ -318,16 +316,7 @@ def available_memory(device: str) -> int | None:
             return min(int(torch.cuda.mem_get_info(g)[0]) for g in gpus) if gpus else None
         except (RuntimeError, AssertionError, ValueError):
             return None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
+    return memory_available()
 
 
 def _gb(n: int) -> str:

@@ -904,6 +904,22 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+def memory_available() -> int | None:
+    """Bytes this process could still allocate in main memory: the kernel's MemAvailable
+    (Linux) or free physical pages; None where unknown (``train.available_memory`` on CPU, and
+    the data layer's checks of what it would hold)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def release_memory() -> bool:
     """glibc only: hand the heap's free pages back to the kernel (``malloc_trim(0)``). After
     ``tune_malloc`` a process keeps its peak resident for good: a dry run that timed a 15 GB step

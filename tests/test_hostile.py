@@ -19640,10 +19640,12 @@ def test_a_listops_cache_entry_prepared_before_a_new_refusal_is_prepared_again(t
     real, ddef = listops.encode_listops, ds.DATASETS["listops"]
     for token, refused in (("d", True), ("4", False)):
         for f in listops.SPLIT_FILES.values():
-            (folder / f).write_text(f"Source\tTarget\n( ( [MAX 2 ) {token} ) ] )\t3\n")
+            # (the label 4 is [MAX 2 4 ]'s value: a label not its expression's is refused)
+            (folder / f).write_text(f"Source\tTarget\n( ( [MAX 2 ) {token} ) ] )\t4\n")
         with monkeypatch.context() as m:  # as the code before the refusal prepared it
             m.setitem(ds.DATASETS, "listops", dataclasses.replace(ddef, checks=1))
             m.setattr(listops, "encode_listops", lambda s: real(s.replace(" d ", " [SM ")))
+            m.setattr(listops, "ids_value", lambda ids: 4)  # (before expressions were checked)
             old = ds.load_lra("listops", "test", tmp_path)
         assert old[0]["x"].tolist()[:4] == [13, 4, 15 if refused else 6, 16]
         with warnings.catch_warnings(record=True) as said:
@@ -29920,3 +29922,250 @@ def test_r59g_a_download_stopped_among_its_moves_installs_nothing_so_it_runs_aga
     assert res.exit_code == 130, res.output
     assert (lra / "listops-1000" / "basic_train.tsv").read_text() == "old\n"  # put back
     assert (lra / "tsv_data" / "basic_train.tsv").is_file()
+
+
+def test_r59f_a_padded_array_past_the_memory_available_is_refused_naming_the_line(
+        tmp_path, monkeypatch):
+    """One ListOps line of millions of tokens under a large max_len padded every row of its
+    split to it (8 million tokens x 96,000 rows: 768 GB), written into the cache until the disk
+    was full. A padded array past the memory available is damaged data now, naming the file
+    and line of the longest sequence and the command that writes the data again; the IMDB and
+    AAN preparations pad through the same function."""
+    import ssmrepro.data.text as text
+    import ssmrepro.util as util
+    from ssmrepro.data import DataUnavailable, load_lra
+    from ssmrepro.data.listops import SPLIT_FILES, generate_listops, write_listops_tsv
+
+    splits = generate_listops(6, 2, 2, seed=5, min_length=3, max_length=60)
+    folder = tmp_path / "generated" / "listops"
+    for split, fname in SPLIT_FILES.items():
+        write_listops_tsv(folder / fname, splits[split])
+    f = folder / "basic_train.tsv"
+    lines = f.read_text().splitlines()
+    lines[3] = "( [MAX " + "1 " * 5000 + "] )\t1"
+    lines.insert(1, "")  # (a blank line: the row is named by the file's own line, 5)
+    f.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(text, "PAD_CHECKED_BYTES", 0)
+    monkeypatch.setattr(util, "memory_available", lambda: 20_000)
+    with pytest.raises(DataUnavailable) as err:
+        load_lra("listops", "train", root=tmp_path, accept_sources=["generated"],
+                 max_len=10**8)
+    said = " ".join(str(err.value).split())
+    assert "basic_train.tsv:5: a sequence of 5,003 tokens" in said, said
+    assert "6 rows is padded: 30,018 bytes, more than the 20,000 bytes" in said, said
+    assert "ssmrepro data generate listops" in said, said
+    assert not (tmp_path / ".cache").exists()
+    # within the memory, or cut by max_len: prepared as before
+    ds = load_lra("listops", "train", root=tmp_path, accept_sources=["generated"], cache=False)
+    assert ds.x.shape == (6, 2048)
+    monkeypatch.setattr(util, "memory_available", lambda: 40_000)
+    ds = load_lra("listops", "train", root=tmp_path, accept_sources=["generated"],
+                  max_len=10**8, cache=False)
+    assert ds.x.shape == (6, 5003) and int(ds.lengths.max()) == 5003
+
+
+def test_r59f_a_listops_row_that_is_no_expression_or_whose_label_is_not_its_value_is_damaged(
+        tmp_path):
+    """A ListOps row whose label was edited within the classes (7 for `[MAX 2 3 ]`'s 3), an
+    empty source, `[MAX 2 3` unclosed, `2 3` or `[MAX ]` was prepared and trained on under its
+    label without a word. Each is damaged data now, naming the file, line and why, and the
+    command that writes the data again; a generated dataset (labels its values) loads."""
+    from ssmrepro.data import DataUnavailable, load_lra
+    from ssmrepro.data.listops import SPLIT_FILES, generate_listops, write_listops_tsv
+
+    splits = generate_listops(6, 2, 2, seed=5, min_length=3, max_length=60)
+    folder = tmp_path / "generated" / "listops"
+    for split, fname in SPLIT_FILES.items():
+        write_listops_tsv(folder / fname, splits[split])
+    assert len(load_lra("listops", "val", root=tmp_path, accept_sources=["generated"],
+                        cache=False)) == 2
+    f = folder / "basic_val.tsv"
+    good = f.read_text()
+    for row, why in (("( [MAX 2 3 ] )\t7", "label 7 is not the value of its expression, 3"),
+                     ("\t3", "not a ListOps expression (no token)"),
+                     ("( [MAX 2 3 )\t3", "not a ListOps expression (incomplete expression)"),
+                     ("2 3\t3", "not a ListOps expression (more than one top-level expression)"),
+                     ("( [MAX ] )\t3", "not a ListOps expression (operator without arguments)"),
+                     ("] 3\t3", "not a ListOps expression (unbalanced ']')")):
+        lines = good.splitlines()
+        lines[2] = row
+        f.write_text("\n".join(lines) + "\n")
+        with pytest.raises(DataUnavailable) as err:
+            load_lra("listops", "train", root=tmp_path, accept_sources=["generated"],
+                     cache=False)
+        said = " ".join(str(err.value).split())
+        assert f"basic_val.tsv:3: {why}" in said, said
+        assert "ssmrepro data generate listops" in said, said
+
+
+def test_r59f_listops_generation_is_sized_by_the_trees_it_draws_not_min_length_alone(
+        tmp_path, monkeypatch):
+    """`data generate listops --n 100000000 --min-length 0` passed the memory check as trees of
+    one token each (10.7 GB for trees of ~420 tokens, some 50 GB and more), ran for about a day
+    and died of memory. The first chunk's trees measure the length now: refused, exit 2, naming
+    it, before the rest is drawn and with nothing written."""
+    import ssmrepro.data.listops as lo
+    import ssmrepro.train as tr
+
+    real = lo._chunk_trees
+
+    def chunk(c, **kw):  # (not drawn on for a day where the refusal does not come)
+        assert c < 2, "drew on past the first chunk"
+        return real(c, **kw)
+
+    monkeypatch.setattr(lo, "_chunk_trees", chunk)
+    monkeypatch.setattr(tr, "available_memory", lambda device: 12 << 30)  # 12 GiB here
+    res = _invoke("data", "generate", "listops", "--n", "100000000", "--min-length", "0",
+                  "--max-length", "2000", "--dir", tmp_path / "data", "--workers", "1")
+    _assert_refused(res, "ListOps trees of about", "tokens (the mean of the first",
+                    "ask for fewer")
+    assert not [f for f in (tmp_path / "data").rglob("*") if not f.is_dir()]
+
+
+def test_r59f_damaged_fashion_mnist_and_digits_files_are_named_not_tracebacks(tmp_path):
+    """The stand-in image sources read their files without a check: a Fashion-MNIST IDX file
+    cut short or declaring 10**6 images was numpy's 'cannot reshape', a header of 255
+    dimensions its 'offset must be non-negative', a cut gzip gzip's EOFError, 2-D images a
+    broadcast error, 21 labels for 20 images an IndexError, 10 x 10 images were trained on;
+    the digits table cut, not gzip, text or ragged was gzip's, numpy's or a decoder's traceback.
+    Each is damaged data now, naming the file, exit 2 in a run; whole files load as before."""
+    import gzip
+    import struct
+
+    import numpy as np
+
+    from ssmrepro.data import DataUnavailable, load_lra
+
+    def idx(shape, data=None):
+        n = int(np.prod(shape))
+        body = bytes(i % 10 for i in range(n)) if data is None else data
+        return bytes([0, 0, 8, len(shape)]) + b"".join(struct.pack(">I", s) for s in shape) + body
+
+    def fashion(name, **change):
+        files = {"train-images-idx3-ubyte": idx((20, 28, 28)),
+                 "train-labels-idx1-ubyte": idx((20,)),
+                 "t10k-images-idx3-ubyte": idx((5, 28, 28)),
+                 "t10k-labels-idx1-ubyte": idx((5,))}
+        files.update(change)
+        folder = tmp_path / name / "fashion-mnist"
+        folder.mkdir(parents=True)
+        for f, b in files.items():
+            (folder / f).write_bytes(b)
+        return tmp_path / name
+
+    def load(root, source):
+        return load_lra("image", "train", root=root, accept_sources=[source], cache=False)
+
+    assert load(fashion("good"), "proxy:fashion_mnist32").x.shape == (18, 1024)
+    images = "train-images-idx3-ubyte"
+    for n, (change, why) in enumerate((
+            ({images: idx((20, 28, 28))[:-100]}, "(20, 28, 28) (15,680 bytes) where 15,580"),
+            ({images: idx((10**6, 28, 28), b"\0" * 100)}, "(1000000, 28, 28) (784,000,000 bytes)"),
+            ({images: b"\0\0\x08\xff"}, "an IDX header cut short"),
+            ({images: b"\0\0"}, "not an unsigned-byte IDX file"),
+            ({images: idx((20, 784))}, "images of shape (784,), not Fashion-MNIST's 28 x 28"),
+            ({images: idx((20, 10, 10))}, "images of shape (10, 10)"),
+            ({"train-labels-idx1-ubyte": idx((21,))}, "holds 20 images and train-labels-idx1"),
+            ({images: idx((0, 28, 28)), "train-labels-idx1-ubyte": idx((0,))}, "holds 0 images"),
+            ({images + ".gz": gzip.compress(idx((20, 28, 28)))[:-30]}, "EOFError"))):
+        root = fashion(f"f{n}", **change)
+        if images + ".gz" in change:
+            (root / "fashion-mnist" / images).unlink()
+        with pytest.raises(DataUnavailable) as err:
+            load(root, "proxy:fashion_mnist32")
+        said = " ".join(str(err.value).split())
+        assert "are damaged: " in said and "fashion-mnist/train-" in said and why in said, said
+
+    rows = "".join(",".join(["3"] * 64 + [str(i % 10)]) + "\n" for i in range(50)).encode()
+    for n, (data, why) in enumerate(((gzip.compress(rows), None),
+                                     (gzip.compress(rows)[:-20], "EOFError"),
+                                     (rows, "BadGzipFile"),
+                                     (gzip.compress(b"a,b\n1,2\n"), "could not convert"),
+                                     (gzip.compress(b"\xff,1\n"), "UnicodeDecodeError"),
+                                     (gzip.compress(b"1,2,3\n1,2\n"), "number of columns"),
+                                     (gzip.compress(b""), "rows of 64 pixels and a label"))):
+        folder = tmp_path / f"d{n}" / "digits"
+        folder.mkdir(parents=True)
+        (folder / "digits.csv.gz").write_bytes(data)
+        if why is None:
+            assert load(folder.parent, "proxy:digits").x.shape[1] == 64
+            continue
+        with pytest.raises(DataUnavailable) as err:
+            load(folder.parent, "proxy:digits")
+        said = " ".join(str(err.value).split())
+        assert "digits.csv.gz: not the digits table" in said and why in said, said
+
+
+def test_r59f_damaged_or_missing_images_of_the_lra_pathfinder_layout_are_named(tmp_path):
+    """An image of the release's Pathfinder layout cut short or garbage was PIL's
+    UnidentifiedImageError, one of another size or all of another resolution a bare
+    ValueError, all empty 'no readable images' (a ValueError), one a metadata line names
+    removed a FileNotFoundError: tracebacks. Each is damaged data now, naming the file or
+    folder and the command that installs the data again."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from ssmrepro.data import DataUnavailable, load_lra
+
+    def png(side, value=0):
+        b = io.BytesIO()
+        Image.fromarray(np.full((side, side), value, np.uint8)).save(b, format="PNG")
+        return b.getvalue()
+
+    def release(name, side=32):
+        d = tmp_path / name / "lra/pathfinder32/curv_contour_length_14"
+        (d / "metadata").mkdir(parents=True)
+        (d / "imgs/0").mkdir(parents=True)
+        for i in range(12):
+            (d / f"imgs/0/sample_{i}.png").write_bytes(png(side, i * 20))
+        (d / "metadata/0.npy").write_text(
+            "".join(f"imgs/0 sample_{i}.png 0 {i % 2}\n" for i in range(12)))
+        return d
+
+    def load(d):
+        return load_lra("pathfinder", "train", root=d.parents[2],
+                        accept_sources=["lra_release"], cache=False)
+
+    assert load(release("good")).x.shape[1] == 1024
+    cases = (("cut", lambda f: f.write_bytes(png(32)[:40]), "sample_3.png: not an image PIL"),
+             ("garbage", lambda f: f.write_bytes(b"hello"), "sample_3.png: not an image PIL"),
+             ("other", lambda f: f.write_bytes(png(64)), "images of different shapes"),
+             ("gone", lambda f: f.unlink(), "sample_3.png, a file of a dataset: "))
+    for name, change, why in cases:
+        d = release(name)
+        change(d / "imgs/0/sample_3.png")
+        with pytest.raises(DataUnavailable) as err:
+            load(d)
+        said = " ".join(str(err.value).split())
+        assert "pathfinder data at" in said and "are damaged: " in said and why in said, said
+        assert "ssmrepro data download lra" in said, said
+    empty = release("empty")
+    for f in (empty / "imgs/0").iterdir():
+        f.write_bytes(b"")
+    for d, why in ((empty, "no readable images in"),
+                   (release("big", 64), "images are (64, 64), expected 32x32")):
+        with pytest.raises(DataUnavailable) as err:
+            load(d)
+        said = " ".join(str(err.value).split())
+        assert why in said and "ssmrepro data download lra" in said, said
+
+
+def test_r59f_an_eof_error_escaping_a_command_is_a_bug_not_the_users_abort(tmp_path,
+                                                                          monkeypatch):
+    """An EOFError no reader caught (a gzip cut short in the Fashion-MNIST stand-in) reached
+    click, which took it for Ctrl-D at a prompt: `Aborted.`, exit 1, as if the user had
+    stopped the command, and where it came from unsaid. No command prompts: it is a bug's
+    traceback now (a RuntimeError naming the EOFError), exit 1."""
+    import ssmrepro.data.datasets as ds
+
+    def cut(root=None):
+        raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+
+    monkeypatch.setattr(ds, "available_sources", cut)
+    (tmp_path / "data").mkdir()
+    res = _invoke("data", "info", "--dir", tmp_path / "data")
+    assert res.exit_code == 1 and "Aborted" not in res.output, res.output
+    assert isinstance(res.exception, RuntimeError), res.exception
+    assert "EOFError: Compressed file ended" in str(res.exception)

@@ -453,6 +453,10 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
             if memory is None:
                 raise
             fail([memory])
+        except EOFError as err:  # a file read past its end, not caught where it was read (a
+            # bug): click took it for Ctrl-D at a prompt, 'Aborted.' exit 1, as if the user had
+            # stopped the command (no command prompts); a traceback names where it came from
+            raise RuntimeError(f"EOFError: {err} (a file read past its end)") from err
         except KeyboardInterrupt:
             interrupt_handled()  # (exit 130, not death by SIGINT, under `python -m`)
             try:

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from ..data._workers import WorkerDied
 from ..data.sources import generated_dir
-from ..util import data_root, folder_problem
+from ..util import data_root, folder_problem, human_seconds
 from .app import (
     EXIT_CODES,
     command,
@@ -524,6 +524,24 @@ def generate_listops_cmd(
                 n * (length + 100) + n_train * 6 * length, n * 2 * length,
                 out if out is not None else generated_dir(root) / "listops")
     target = _prepare_out(out, generated_dir(root) / "listops", force)
+
+    def sampled(pool: list[tuple[bytes, int]]) -> None:
+        # the trees' length measured on the first chunk: min_length is a bound below it, and
+        # `--n 100000000 --min-length 0` (trees of ~420 tokens) passed the check above as one
+        # of 1 token, ran for a day and died of memory
+        length = sum(len(t) for t, _ in pool) / len(pool)
+        _check_room(f"--n {n} ListOps trees of about {length:,.0f} tokens (the mean of the "
+                    f"first {len(pool)} drawn)",
+                    int(n * (length + 100) + n_train * 6 * length), int(n * 2 * length),
+                    out if out is not None else generated_dir(root) / "listops")
+        left = (time.perf_counter() - t0) * (n - len(pool)) / len(pool)
+        if left > 60:  # the whole generation's time, said up front (only a count of trees
+            # was shown: 23 hours for --n 100000000 went unsaid)
+            err_console.print(f"note: generating {n:,} ListOps trees takes about "
+                              f"{human_seconds(left)} more at the rate of the first "
+                              f"{len(pool)} (Ctrl-C stops it, nothing written)",
+                              highlight=False, soft_wrap=True, markup=False)
+
     with _interrupted_says_what_is_left(), _built_beside(target, force) as folder:
         t0 = time.perf_counter()
         with console.status(f"generating {n} ListOps trees ...") as status:
@@ -539,7 +557,10 @@ def generate_listops_cmd(
                     max_args=max_args,
                     workers=workers,
                     progress=lambda k: status.update(f"generating ListOps trees: {k}/{n}"),
+                    sampled=sampled,
                 )
+            except typer.Exit:  # (the refusal of `sampled`: a RuntimeError to click)
+                raise
             except WorkerDied as err:
                 _fail(_died(err), code=1)
             except (RuntimeError, ValueError) as err:

@@ -38,6 +38,7 @@ from ..util import (
     atomic_write_text,
     fsync_dir,
     load_array,
+    os_reason,
     read_small,
     scratch_folder,
 )
@@ -50,14 +51,20 @@ MAX_META_BYTES = 1 << 20  # a meta.json names a few arrays and the preprocessing
 def file_identity(paths: Iterable[Path], base: Path,
                   changed: list[tuple[str, int]] | None = None) -> list[tuple[str, int, int]]:
     """``(path relative to base, size, mtime_ns)`` for each file, sorted by path; with
-    ``changed``, each file's ``(path, ctime_ns)`` is appended to it (see ``change_stamp``)."""
+    ``changed``, each file's ``(path, ctime_ns)`` is appended to it (see ``change_stamp``).
+    DataUnavailable naming a file that is missing or not a regular file (its caller adds the
+    command that replaces it)."""
     out = []
     for p in paths:
-        st = p.stat()
+        try:
+            st = p.stat()
+        except OSError as err:  # an image a Pathfinder metadata line names, removed: a
+            # FileNotFoundError traceback
+            raise DataUnavailable(f"{p}, a file of a dataset: {os_reason(err)}; replace it"
+                                  ) from None
         if not stat.S_ISREG(st.st_mode):  # a FIFO blocked the reader forever
             raise DataUnavailable(f"{p}: not a regular file (a FIFO, device or folder) among the "
-                                  "files of a dataset; replace it (generate or download the data "
-                                  "again)")
+                                  "files of a dataset; replace it")
         try:
             rel = p.relative_to(base).as_posix()
         except ValueError:

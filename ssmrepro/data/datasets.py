@@ -343,8 +343,9 @@ def _pf_present(src: str, path: Path) -> bool:
 
 def _pf_prepare(src: str, path: Path, cfg) -> tuple[dict, dict]:
     images, labels = pathfinder.read_pathfinder_dir(path)
-    if images.shape[1:] != (cfg.resolution, cfg.resolution):
-        raise ValueError(f"{path}: images are {images.shape[1:]}, expected {cfg.resolution}x{cfg.resolution}")
+    if images.shape[1:] != (cfg.resolution, cfg.resolution):  # (a ValueError: a traceback)
+        raise image.DamagedSource(f"{path}: images are {images.shape[1:]}, expected "
+                                  f"{cfg.resolution}x{cfg.resolution}")
     n = len(labels)
     perm = np.random.default_rng(cfg.split_seed).permutation(n)
     n_val, n_test = int(cfg.val_fraction * n), int(cfg.test_fraction * n)
@@ -519,6 +520,7 @@ DATASETS: dict[str, DatasetDef] = {
         prepare=_image_prepare,
         hint=_image_hint,
         version=image.PREPARE_VERSION,
+        checks=image.CHECKS_VERSION,
     ),
     "pathfinder": DatasetDef(
         name="pathfinder",
@@ -766,7 +768,12 @@ def _identify(name: str, root: Path, accept: Sequence[str], cfg):
         return None
     src, path = found
     changed: list[tuple[str, int]] = []
-    identity = file_identity(DATASETS[name].files(src, path, cfg), root, changed)
+    try:
+        identity = file_identity(DATASETS[name].files(src, path, cfg), root, changed)
+    except DataUnavailable as err:  # a file missing or no regular file: the command that
+        # writes them again (it said 'generate or download the data again', naming none)
+        raise DataUnavailable(f"the {name} data at {path} ({src}) are damaged: {err}: "
+                              f"`{DATASETS[name].hint(src, root, cfg)}`") from None
     return (src, path, identity, change_stamp(changed),
             cache_key(name, src, identity, cfg, DATASETS[name].version))
 

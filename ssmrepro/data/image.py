@@ -26,7 +26,9 @@ training: 359 / 179 / 1,259 images. It is never used unless explicitly accepted.
 from __future__ import annotations
 
 import gzip
+import math
 import pickle
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +43,9 @@ FASHION_FILES = {
 }
 N_CLASSES = 10
 PREPARE_VERSION = 1
+# what preparing refuses (``DatasetDef.checks``, not in the cache key: the runs stay valid);
+# 2: Fashion-MNIST images of other than 28 x 28 pixels (10 x 10 were trained on as 14 x 14)
+CHECKS_VERSION = 2
 DIGITS_TEST_FRACTION = 0.2
 
 
@@ -183,25 +188,63 @@ def fashion_present(directory: Path) -> bool:
     return True
 
 
+MAX_IDX_BYTES = 1 << 30  # Fashion-MNIST's training images take 47 MB
+MAX_DIGITS_BYTES = 1 << 26  # scikit-learn's digits table takes 0.3 MB unpacked
+
+
 def read_idx(path: Path) -> np.ndarray:
-    """Read an IDX file (optionally gzipped): uint8 data with the shape from its header."""
+    """Read an IDX file (optionally gzipped): uint8 data with the shape from its header.
+    DamagedSource naming the file when it is no unsigned-byte IDX file, holds other than its
+    header declares (cut short, or more), or is a gzip stream that cannot be read (cut, a
+    changed byte); no more than the declared bytes are read (numpy's 'cannot reshape', an
+    IndexError or gzip's EOFError were tracebacks, a gzip of gigabytes was unpacked whole)."""
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        raw = f.read()
-    if raw[:2] != b"\x00\x00" or raw[2] != 0x08:
-        raise ValueError(f"{path}: not an unsigned-byte IDX file")
-    ndim = raw[3]
-    shape = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+    try:
+        with opener(path, "rb") as f:
+            head = f.read(4)
+            if len(head) < 4 or head[:3] != b"\x00\x00\x08" or not head[3]:
+                raise DamagedSource(f"{path}: not an unsigned-byte IDX file")
+            dims = f.read(4 * head[3])
+            if len(dims) < 4 * head[3]:
+                raise DamagedSource(f"{path}: an IDX header cut short")
+            shape = tuple(int.from_bytes(dims[i : i + 4], "big") for i in range(0, len(dims), 4))
+            need = math.prod(shape)
+            if need > MAX_IDX_BYTES:
+                raise DamagedSource(f"{path}: its header declares an array of shape {shape} "
+                                    f"({need:,} bytes), more than {MAX_IDX_BYTES:,}")
+            raw = f.read(need + 1)
+    except (OSError, EOFError, zlib.error) as err:
+        raise DamagedSource(f"{path}: cannot be read ({type(err).__name__}: {err})") from None
+    if len(raw) != need:
+        raise DamagedSource(f"{path}: its header declares an array of shape {shape} ({need:,} "
+                            f"bytes) where {'more' if len(raw) > need else f'{len(raw):,}'} "
+                            "follow it")
+    return np.frombuffer(raw, dtype=np.uint8).reshape(shape)
+
+
+def _fashion_split(directory: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """One Fashion-MNIST split's images (N, 28, 28) and labels (N,); DamagedSource naming the
+    file otherwise (images of 2 dimensions were a broadcast traceback, of 10 x 10 pixels
+    trained on; a label past the last image an IndexError; an empty split a reshape error)."""
+    xf, yf = (_find(directory, stem) for stem in FASHION_FILES[split])
+    x, y = read_idx(xf), read_idx(yf)
+    if x.ndim != 3 or x.shape[1:] != (28, 28):
+        raise DamagedSource(f"{xf}: images of shape {x.shape[1:]}, not Fashion-MNIST's 28 x 28")
+    if y.ndim != 1:
+        raise DamagedSource(f"{yf}: labels of shape {y.shape}, not one number per image")
+    if len(x) != len(y) or not len(y):
+        raise DamagedSource(f"{xf} holds {len(x):,} images and {yf.name} {len(y):,} labels "
+                            "(one label per image, at least one)")
+    return x, y.astype(np.int64)
 
 
 def prepare_fashion32(directory: Path, cfg: ImageConfig) -> tuple[dict[str, dict[str, np.ndarray]], dict]:
     """Fashion-MNIST padded to 32x32: per split arrays, and {"mean", "std"} of the padded
     train set."""
-    train_x = np.pad(read_idx(_find(directory, FASHION_FILES["train"][0])), ((0, 0), (2, 2), (2, 2)))
-    train_y = read_idx(_find(directory, FASHION_FILES["train"][1])).astype(np.int64)
-    test_x = np.pad(read_idx(_find(directory, FASHION_FILES["test"][0])), ((0, 0), (2, 2), (2, 2)))
-    test_y = read_idx(_find(directory, FASHION_FILES["test"][1])).astype(np.int64)
+    train_x, train_y = _fashion_split(directory, "train")
+    test_x, test_y = _fashion_split(directory, "test")
+    train_x = np.pad(train_x, ((0, 0), (2, 2), (2, 2)))
+    test_x = np.pad(test_x, ((0, 0), (2, 2), (2, 2)))
     tr, va = split_train_val(len(train_y), cfg.val_fraction, cfg.split_seed)
     flat_train = train_x.reshape(len(train_x), -1)
     stats = {"mean": float(flat_train.mean() / 255), "std": float(flat_train.std() / 255)}
@@ -221,15 +264,29 @@ def prepare_fashion32(directory: Path, cfg: ImageConfig) -> tuple[dict[str, dict
 def read_digits_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """scikit-learn's ``digits.csv.gz`` (or plain csv) -> (uint8 (N, 64) gray levels 0..16,
     int64 labels (N,)). Each row: 64 pixel values in raster order, then the class."""
+    import io
+
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as f:
-        data = np.loadtxt(f, delimiter=",", dtype=np.int64, ndmin=2)
-    if data.shape[1] != 65 or data.size == 0:
-        raise ValueError(f"{path}: not the digits table (rows of 64 pixels and a label), "
-                         f"shape {data.shape}")
+    try:  # (scikit-learn's table takes 0.3 MB: a gzip of gigabytes is not unpacked whole)
+        with opener(path, "rb") as f:
+            raw = f.read(MAX_DIGITS_BYTES + 1)
+        if len(raw) > MAX_DIGITS_BYTES:
+            raise DamagedSource(f"{path}: more than {MAX_DIGITS_BYTES:,} bytes, not the digits "
+                                "table")
+        data = np.loadtxt(io.StringIO(raw.decode("utf-8")), delimiter=",", dtype=np.int64,
+                          ndmin=2) if raw.strip() else np.zeros((0, 0), np.int64)
+    except (OSError, EOFError, zlib.error, ValueError) as err:  # a gzip cut short or none,
+        # text that is no table of numbers: gzip's, numpy's or a decoder's traceback
+        if isinstance(err, DamagedSource):
+            raise
+        raise DamagedSource(f"{path}: not the digits table ({type(err).__name__}: "
+                            f"{str(err)[:200]})") from None
+    if data.ndim != 2 or data.shape[1] != 65 or data.size == 0:
+        raise DamagedSource(f"{path}: not the digits table (rows of 64 pixels and a label), "
+                            f"shape {data.shape}")
     x, y = data[:, :64], data[:, 64]
     if x.min() < 0 or x.max() > 16 or y.min() < 0 or y.max() >= N_CLASSES:
-        raise ValueError(f"{path}: pixel values outside 0..16 or labels outside 0..9")
+        raise DamagedSource(f"{path}: pixel values outside 0..16 or labels outside 0..9")
     return x.astype(np.uint8), y
 
 

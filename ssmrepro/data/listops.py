@@ -85,31 +85,48 @@ def listops_value(expr: str | Sequence[str]) -> int:
     2
     """
     toks = tokenize_listops(expr) if isinstance(expr, str) else list(expr)
+    ids = bytearray()
+    for tok in toks:
+        i = TOKEN_TO_ID.get(tok, PAD) if isinstance(tok, str) else PAD
+        if i < DIGIT0:  # (<pad>, <eos>)
+            raise ValueError(f"unknown ListOps token {tok!r}")
+        ids.append(i)
+    try:
+        return ids_value(bytes(ids))
+    except ValueError as err:
+        raise ValueError(f"{err} in {expr!r}") from None
+
+
+def ids_value(ids: bytes | np.ndarray) -> int:
+    """The value of a ListOps expression of token ids (``VOCAB``, no <eos>); ValueError saying
+    how the ids are no expression (unbalanced, an operator without arguments, two of them)."""
     stack: list[tuple[int, list[int]]] = []
     result: int | None = None
-    for tok in toks:
-        if tok in OPS:
-            stack.append((OPS.index(tok), []))
-            continue
-        if tok in ("X", "]"):
+    for t in ids.tobytes() if isinstance(ids, np.ndarray) else ids:
+        if t == CLOSE:
             if not stack:
-                raise ValueError(f"unbalanced ']' in {expr!r}")
+                raise ValueError("unbalanced ']'")
             op, args = stack.pop()
             if not args:
-                raise ValueError(f"operator without arguments in {expr!r}")
+                raise ValueError("operator without arguments")
             v = _apply(op, args)
-        elif len(tok) == 1 and tok.isdigit():
-            v = int(tok)
+        elif OP0 <= t < CLOSE:
+            stack.append((t - OP0, []))
+            continue
+        elif DIGIT0 <= t < OP0:
+            v = t - DIGIT0
         else:
-            raise ValueError(f"unknown ListOps token {tok!r}")
+            raise ValueError(f"token id {t} cannot appear in a ListOps expression")
         if stack:
             stack[-1][1].append(v)
         elif result is None:
             result = v
         else:
-            raise ValueError(f"more than one top-level expression in {expr!r}")
+            raise ValueError("more than one top-level expression")
+    if not stack and result is None:
+        raise ValueError("no token")
     if stack or result is None:
-        raise ValueError(f"incomplete expression {expr!r}")
+        raise ValueError("incomplete expression")
     return result
 
 
@@ -380,6 +397,7 @@ def generate_listops(
     workers: int = 1,
     chunk_size: int = 256,
     progress: Callable[[int], None] | None = None,
+    sampled: Callable[[list[tuple[bytes, int]]], None] | None = None,
 ) -> dict[str, ListOpsSplit]:
     """Generate unique ListOps trees with the LRA distribution and split them.
 
@@ -405,6 +423,9 @@ def generate_listops(
         max_depth, max_args, op_prob: grammar parameters (LRA: 10, 10, 0.25).
         workers: worker processes (``spawn``); 1 = in-process.
         progress: called with the number of unique examples collected so far.
+        sampled: called once with the unique trees of the first chunk, where more are to come
+            (`data generate` measures their length and the time they took: what the whole
+            generation needs).
 
     Returns:
         ``{"train": ListOpsSplit, "val": ..., "test": ...}``.
@@ -464,6 +485,8 @@ def generate_listops(
                 progress(len(pool))
             if len(pool) >= total:
                 break
+            if sampled is not None and before == 0:
+                sampled(pool)
             stale = stale + 1 if len(pool) == before else 0
             if stale > 50:  # the window holds the trees (counted above): the rest are drawn
                 # too rarely ('only 4399 unique trees exist' of 1 < length < 6's 4,400, for
@@ -515,7 +538,9 @@ PREPARE_VERSION = 2  # 2: a row of three or more tab-separated fields is refused
 # 2: a source token a, b, c or d (encode_listops read them as the operators it writes so)
 # 3: counts the expressions max_len cuts (meta.json's "cut"; an entry without it was prepared
 #    before: prepared again, so a cut is never unsaid)
-CHECKS_VERSION = 3
+# 4: a source that is no expression (empty, unbalanced, '2 3') or whose label is not its value
+#    (a label edited from 3 to 7 was trained on as the answer)
+CHECKS_VERSION = 4
 
 # Fast path: map the 15 ListOps symbols to single characters, then look them up with numpy.
 _COMPACT = (("[MIN", "a"), ("[MAX", "b"), ("[MED", "c"), ("[SM", "d"))
@@ -591,14 +616,14 @@ def read_listops_tsv(path: Path, linenos: list[int] | None = None) -> tuple[list
     return sources, np.array(labels, dtype=np.int64)
 
 
-def pad_sequences(seqs: Sequence[np.ndarray], dtype: type = np.uint8) -> tuple[np.ndarray, np.ndarray]:
-    """Right-pad with 0 to the longest sequence: returns (N, L) array and (N,) int32 lengths."""
-    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int32, count=len(seqs))
-    width = int(lengths.max()) if len(seqs) else 0
-    out = np.zeros((len(seqs), width), dtype=dtype)
-    for i, s in enumerate(seqs):
-        out[i, : len(s)] = s
-    return out, lengths
+def pad_sequences(seqs: Sequence[np.ndarray], dtype: type = np.uint8,
+                  row: Callable[[int], str] = lambda i: f"row {i + 1}",
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad with 0 to the longest sequence: returns (N, L) array and (N,) int32 lengths
+    (``text.pad_ragged``: a padded array past the memory available is refused)."""
+    from .text import pad_ragged
+
+    return pad_ragged(seqs, dtype, row)
 
 
 def prepare_listops(directory: Path, cfg: ListOpsConfig,
@@ -616,17 +641,24 @@ def prepare_listops(directory: Path, cfg: ListOpsConfig,
         sources, labels = read_listops_tsv(path, linenos)
         seqs = []
         n_cut = 0
-        for lineno, src in zip(linenos, sources):
+        for lineno, src, label in zip(linenos, sources, labels.tolist()):
             try:
                 ids = encode_listops(src)
             except ValueError as err:
                 raise DamagedSource(f"{path}:{lineno}: {err}") from None
+            try:  # an empty source, '[MAX 2 3' or '2 3' was trained on under its label
+                value = ids_value(ids)
+            except ValueError as err:
+                raise DamagedSource(f"{path}:{lineno}: not a ListOps expression ({err})") from None
+            if value != label:  # (in range: 7 for [MAX 2 3 ]'s 3 was trained on as the answer)
+                raise DamagedSource(f"{path}:{lineno}: label {label} is not the value of its "
+                                    f"expression, {value}")
             n_cut += len(ids) > keep
             ids = ids[:keep]
             if cfg.append_eos:
                 ids = np.append(ids, np.uint8(EOS))
             seqs.append(ids)
-        x, lengths = pad_sequences(seqs)
+        x, lengths = pad_sequences(seqs, row=lambda i, path=path, at=linenos: f"{path}:{at[i]}")
         out[split] = {"x": x, "lengths": lengths, "labels": labels}
         if cut is not None:
             cut[split] = n_cut

@@ -1037,13 +1037,29 @@ def pathfinder_files(directory: Path) -> list[Path]:
     return [*_metadata_files(directory), *(p for p, _ in entries)]
 
 
+MAX_PNG_PIXELS = 1 << 20  # (the release's largest images, Path-X's, have 16,384 pixels)
+
+
 def _read_png(path: Path) -> np.ndarray | None:
+    """One image of the LRA layout, gray levels (R, R); None for the release's empty files.
+    DamagedSource naming the file when it is no image PIL reads (cut short, garbage: PIL's
+    UnidentifiedImageError was a traceback) or is larger than any Pathfinder image."""
     from PIL import Image
 
     if os.path.getsize(path) == 0:
         return None
-    with Image.open(path) as im:
-        return np.asarray(im.convert("L"), dtype=np.uint8)
+    try:
+        with Image.open(path) as im:
+            if im.size[0] * im.size[1] > MAX_PNG_PIXELS:  # (decoded whole before: a PNG of
+                # 30,000 x 30,000 pixels took 900 MB a file)
+                raise DamagedSource(f"{path}: an image of {im.size[0]} x {im.size[1]} pixels, "
+                                    "larger than any Pathfinder image")
+            return np.asarray(im.convert("L"), dtype=np.uint8)
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
+        if isinstance(err, DamagedSource):
+            raise
+        raise DamagedSource(f"{path}: not an image PIL can read ({type(err).__name__}: "
+                            f"{err})") from None
 
 
 def array_sha256(a: np.ndarray) -> str:
@@ -1132,10 +1148,12 @@ def read_pathfinder_dir(directory: Path, threads: int = 4) -> tuple[np.ndarray, 
         decoded = list(ex.map(_read_png, [p for p, _ in entries], chunksize=256))
     keep = [i for i, im in enumerate(decoded) if im is not None]  # empty files are skipped
     if not keep:
-        raise ValueError(f"no readable images in {directory}")
+        raise DamagedSource(f"no readable images in {directory}")
     shapes = {decoded[i].shape for i in keep}
-    if len(shapes) != 1:
-        raise ValueError(f"{directory}: images of different shapes {sorted(shapes)}")
+    if len(shapes) != 1:  # (named: a traceback's ValueError before)
+        first = next(entries[i][0] for i in keep if decoded[i].shape != decoded[keep[0]].shape)
+        raise DamagedSource(f"{directory}: images of different shapes {sorted(shapes)} (e.g. "
+                            f"{first})")
     images = np.stack([decoded[i] for i in keep])
     labels = np.array([entries[i][1] for i in keep], dtype=np.int64)
     return images, labels

@@ -81,7 +81,10 @@ def prepare_aan(
     dtype = token_dtype(len(vocab))
     out = {}
     for split, (labels, t1, t2) in raw.items():
-        x1, l1 = pad_ragged([encode_chars(t, lut, cfg.max_len, cfg.append_eos) for t in t1], dtype)
-        x2, l2 = pad_ragged([encode_chars(t, lut, cfg.max_len, cfg.append_eos) for t in t2], dtype)
+        path = directory / SPLIT_FILES[split]
+        x1, l1 = pad_ragged([encode_chars(t, lut, cfg.max_len, cfg.append_eos) for t in t1], dtype,
+                            lambda i, path=path: f"{path}: example {i + 1}, its first text")
+        x2, l2 = pad_ragged([encode_chars(t, lut, cfg.max_len, cfg.append_eos) for t in t2], dtype,
+                            lambda i, path=path: f"{path}: example {i + 1}, its second text")
         out[split] = {"x": x1, "lengths": l1, "x2": x2, "lengths2": l2, "labels": labels}
     return out, vocab

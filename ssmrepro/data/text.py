@@ -20,7 +20,7 @@ archive's order (every negative review first) made those reviews of one class.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,10 +103,30 @@ def token_dtype(vocab_size: int) -> type:
     return np.uint8 if vocab_size <= 256 else np.int16 if vocab_size <= 32767 else np.int32
 
 
-def pad_ragged(seqs: Sequence[np.ndarray], dtype: type) -> tuple[np.ndarray, np.ndarray]:
-    """Right-pad with 0: (N, max_len) array and (N,) int32 lengths."""
+PAD_CHECKED_BYTES = 1 << 28  # a padded array past this is checked against the memory available
+
+
+def pad_ragged(seqs: Sequence[np.ndarray], dtype: type,
+               row: Callable[[int], str] = lambda i: f"row {i + 1}") -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad with 0 to the longest sequence: (N, L) array and (N,) int32 lengths. A padded
+    array larger than the memory available now raises DamagedSource naming the longest
+    sequence (``row(i)`` names row i: its file and line): one line of millions of tokens under
+    a large max_len padded every row to it, 768 GB for ListOps' 96,000 rows, written into the
+    cache until the disk was full."""
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int32, count=len(seqs))
-    out = np.zeros((len(seqs), int(lengths.max()) if len(seqs) else 0), dtype=dtype)
+    width = int(lengths.max()) if len(seqs) else 0
+    need = len(seqs) * width * np.dtype(dtype).itemsize
+    if need > PAD_CHECKED_BYTES:
+        from .. import util
+
+        avail = util.memory_available()
+        if avail is not None and need > avail:
+            i = int(lengths.argmax())
+            raise DamagedSource(
+                f"{row(i)}: a sequence of {width:,} tokens, to which every one of the "
+                f"{len(seqs):,} rows is padded: {need:,} bytes, more than the {avail:,} bytes "
+                "of memory available (a task's max_len below it cuts it)")
+    out = np.zeros((len(seqs), width), dtype=dtype)
     for i, s in enumerate(seqs):
         out[i, : len(s)] = s
     return out, lengths
@@ -226,6 +246,7 @@ def prepare_imdb(
     out = {}
     for split in ("train", "val", "test"):
         src, idx = split_idx[split]
-        x, lengths = pad_ragged([encoded[src][i] for i in idx], dtype)
+        x, lengths = pad_ragged([encoded[src][i] for i in idx], dtype,
+                                lambda i, src=src, idx=idx: str(files[src][idx[i]][0]))
         out[split] = {"x": x, "lengths": lengths, "labels": labels[src][idx]}
     return out, vocab
