@@ -29436,3 +29436,34 @@ def test_r58me_bench_packs_of_thousands_of_digits_are_named_short_as_out_of_rang
         res = _invoke("bench", "keep-nth-d8", "--packs", given, "--out", tmp_path / "b")
         _assert_refused(res, f"--packs {given!r}: pack sizes between 1 and 256")
     assert not (tmp_path / "b").exists()
+
+
+def test_r59d_the_memory_estimate_builds_each_configs_backbone_and_count_once(monkeypatch):
+    """The planner estimated each shape's memory about six times, each building the model
+    config's backbone a dozen times (pydantic validation) and its model on the meta device:
+    `run koren2026-fig6 --profile paper --dry-run --no-estimate` (4,512 shapes) took 100 s of
+    CPU before anything was timed. Equal frozen configs (distinct objects, as the sweep makes
+    them) are now expanded and counted once; a config that does not hash (a ``seq_lm`` with
+    its blocks mapping) by identity."""
+    import ssmrepro.models as models
+    from ssmrepro.models import param_count
+    from ssmrepro.models.presets import MambaLMConfig
+    from ssmrepro.tasks import build_task
+
+    info = build_task({"name": "mqar", "vocab": 64, "L": 16, "kappa": 4}).info
+    a, b = (MambaLMConfig(d_model=38, d_state=7, d_conv=2, expand=2) for _ in range(2))
+    assert a is not b and a.to_backbone() is b.to_backbone()
+    built = []
+    real = models.SeqLM
+    monkeypatch.setattr(models, "SeqLM", lambda *x, **k: built.append(1) or real(*x, **k))
+    n = param_count(a, info)
+    assert param_count(b, info) == n and param_count(a, info, trainable=True) <= n
+    assert len(built) == 2  # (all parameters; the trainable ones)
+    seq = a.to_backbone()
+    assert seq.to_backbone() is seq
+    with pytest.raises(TypeError):
+        hash(seq)  # (its blocks mapping)
+    m = param_count(seq, info)
+    assert param_count(seq, info) == m == n and len(built) == 3
+    # another equal, unhashable object is not taken for the first (told apart by identity)
+    assert param_count(seq.model_copy(), info) == n and len(built) == 4
