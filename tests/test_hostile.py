@@ -29467,3 +29467,27 @@ def test_r59d_the_memory_estimate_builds_each_configs_backbone_and_count_once(mo
     assert param_count(seq, info) == m == n and len(built) == 3
     # another equal, unhashable object is not taken for the first (told apart by identity)
     assert param_count(seq.model_copy(), info) == n and len(built) == 4
+
+
+def test_r59d_a_dry_run_says_the_workers_its_packs_are_sized_for(tmp_path, monkeypatch):
+    """The local engine's CPU workers share one memory, and `run --dry-run` sizes its packs and
+    evaluation chunks for as many as will train at once (a share each), but its lines said
+    nowhere for how many: the packs of `--workers 1` and of the default (one per core) read
+    alike. The plan line says it (`(largest 1) sized for 2 workers sharing the memory`), and
+    --json's `workers`."""
+    import ssmrepro.engine as engine
+
+    monkeypatch.setattr(engine, "default_workers", lambda device, n: 2)  # (two cores)
+    spec = write_spec(tmp_path, seeds=[0])
+    said = {}
+    for w in ("1", "2"):
+        res = _invoke("run", spec, "--profile", "smoke", "--dry-run", "--no-estimate",
+                      "--device", "cpu", "--workers", w, "--out", tmp_path / "o")
+        assert res.exit_code == 0, res.output
+        said[w] = re.search(r"\(largest \d+\)[^;]*;", res.output).group(0)
+    assert said == {"1": "(largest 1) sized for 1 worker;",
+                    "2": "(largest 1) sized for 2 workers sharing the memory;"}, said
+    res = _invoke("run", spec, "--profile", "smoke", "--dry-run", "--no-estimate", "--device",
+                  "cpu", "--workers", "2", "--json", "--out", tmp_path / "o")
+    assert res.exit_code == 0 and json.loads(res.stdout)["workers"] == 2, res.output
+    assert not (tmp_path / "o").exists()

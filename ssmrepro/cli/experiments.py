@@ -736,14 +736,19 @@ def run(
                         "estimate_how": d.estimate_how, "device": dev, "nominal": d.nominal,
                         "oversized": d.oversized, "untimed": d.untimed,
                         "untimed_runs": d.untimed_runs, "warnings": d.warnings,
-                        "eval_chunks": d.eval_chunks,
+                        "eval_chunks": d.eval_chunks, "workers": d.workers,
                         "engine": engine, "ray_note": ray_note})
             return
         for w in d.warnings:  # a record quarantined while counting the runs done: on stderr,
             # as every command's (it was among the plan's lines on stdout)
             err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
+        # the workers the packs were sized for (CPU workers share one memory: a pack and its
+        # evaluation chunk are sized to a share of it; it was said nowhere)
+        sized = (f" sized for {d.workers} workers sharing the memory" if d.workers > 1 else
+                 " sized for 1 worker" if engine == "local" and not dev.startswith("cuda")
+                 and d.packs else "")
         console.print(f"{spec.id} {escape(f'[{profile}]')}: {d.total} runs, {d.done} done, "
-                      f"{d.pending} pending in {len(d.packs)} packs (largest {d.largest}); "
+                      f"{d.pending} pending in {len(d.packs)} packs (largest {d.largest}){sized}; "
                       f"{d.run_steps:,} run-steps to train{_left_line(d, max_runs)}")
         for line in d.planner:
             console.print(f"[dim]planner: {line}[/]", highlight=False)

@@ -89,6 +89,8 @@ class DryRun:
     warnings: list[str] = field(default_factory=list)  # the store's (a record quarantined ...)
     eval_chunks: list[str] = field(default_factory=list)  # one line per shape evaluated in chunks
     #                                 smaller than its evaluation batch (plan.eval_chunk_lines)
+    workers: int = 1  # CPU workers (local engine) whose packs share this memory, as the packs
+    #                   and their evaluation chunks were sized (``plan``'s ``Pack.shares``)
 
     @property
     def largest(self) -> int:
@@ -270,6 +272,7 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
                      workers=min(want, len(fit) or 1) if engine == "local" else 1)
         # (runs too large to train here, extrapolated below, are no runs evaluated in chunks)
         chunked = eval_chunk_lines(packs, device)
+        shares = max((p.shares for p in packs), default=1)  # (after any plan for fewer)
         oversized = []
         if over:
             from ..util import release_memory
@@ -306,6 +309,7 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
                                    "batch size here priced by extrapolation")
         d.oversized = [o.line() for o in oversized]
         d.eval_chunks = chunked
+        d.workers = shares
         d.untimed = [why for _, why in untimed]
         d.untimed_runs = sum(len(rs) for rs, _ in untimed)
     d.planner = list(costs.log) if costs else []
