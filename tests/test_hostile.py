@@ -28065,7 +28065,7 @@ def test_r56o_dry_run_prices_the_epoch_orders_of_a_fixed_training_set(tmp_path, 
     assert order_work(Pack("k", big)) == 2 * 10**8
     assert order_work(Pack("k", small)) == 2 * 20 * 384 and order_work(Pack("k", none)) == 0
     assert 0 < order_rate("cpu") < 1e-3
-    monkeypatch.setattr(plan_mod, "order_rate", lambda device: 1e-6)
+    monkeypatch.setattr(plan_mod, "order_rate", lambda device, n=0: 1e-6)
     base, how = estimate_seconds([Pack("k", none, step_s=0.01)], "cpu")
     assert "epoch orders" not in how
     priced, how = estimate_seconds([Pack("k", big, step_s=0.01)], "cpu")
@@ -28951,7 +28951,7 @@ def test_r57s_a_time_limit_caps_the_epoch_orders_priced(tmp_path, monkeypatch):
     plan_mod = importlib.import_module("ssmrepro.engine.plan")
     from ssmrepro.engine.plan import Pack, estimate_seconds, order_work, pack_seconds
 
-    monkeypatch.setattr(plan_mod, "order_rate", lambda device: 1e-6)
+    monkeypatch.setattr(plan_mod, "order_rate", lambda device, n=0: 1e-6)
     kw = dict(seeds=2, train_size=384, max_steps=10**6, eval_every=10**6)  # 500,000 epochs
     free = Pack("k", _r56o_narrow_runs(tmp_path, **kw), step_s=1e-5)
     cut = Pack("k", _r56o_narrow_runs(tmp_path, time_limit_s=5, **kw), step_s=1e-5)
@@ -29491,3 +29491,38 @@ def test_r59d_a_dry_run_says_the_workers_its_packs_are_sized_for(tmp_path, monke
                   "cpu", "--workers", "2", "--json", "--out", tmp_path / "o")
     assert res.exit_code == 0 and json.loads(res.stdout)["workers"] == 2, res.output
     assert not (tmp_path / "o").exists()
+
+
+def test_r59d_epoch_orders_of_large_training_sets_are_priced_at_their_size(tmp_path,
+                                                                            monkeypatch):
+    """The epoch order's rate was timed on 2**18 samples and scaled linearly: past the caches a
+    sample costs about 3x (its hashed draws and their sort are bound by memory), so
+    `--set train.train_size=100000000` was priced at about 2.5x too few seconds. The rate is
+    timed at the largest set's size too (up to 2**22), interpolated in log(size) between, and
+    the estimate says both; sets of at most 2**18 are priced as before, at one timing."""
+    import importlib
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    from ssmrepro.engine.plan import ORDER_LARGE, ORDER_PROBE, Pack, estimate_seconds
+
+    timed = []
+    monkeypatch.setattr(plan_mod, "order_rate", lambda device, n=ORDER_PROBE: timed.append(n) or (
+        1e-6 if n <= ORDER_PROBE else 3e-6))
+    none = _r56o_narrow_runs(tmp_path, seeds=1)
+    base, _ = estimate_seconds([Pack("k", none, step_s=0.01)], "cpu")
+    assert timed == []
+    big = _r56o_narrow_runs(tmp_path, seeds=1, train_size=10**8)  # (one epoch of 40 steps)
+    mid = _r56o_narrow_runs(tmp_path, seeds=1, train_size=1 << 20)  # (2**20 / 192: 1 epoch)
+    small = _r56o_narrow_runs(tmp_path, seeds=1, train_size=1 << 15)
+    priced, how = estimate_seconds([Pack("k", big, step_s=0.01)], "cpu")
+    assert timed == [ORDER_PROBE, ORDER_LARGE] and priced == pytest.approx(base + 300)
+    assert "1.00 s per million samples drawn (sets of 262,144) to 3.00 (sets of 4,194,304 or " \
+           "more), measured" in how, how
+    timed.clear()
+    priced, how = estimate_seconds([Pack("k", mid, step_s=0.01)], "cpu")  # (timed at its size)
+    assert timed == [ORDER_PROBE, 1 << 20] and priced == pytest.approx(base + 3 * 2**20 / 1e6)
+    timed.clear()
+    priced, how = estimate_seconds([Pack("k", small, step_s=0.01)], "cpu")
+    epochs = -(-40 * 192 // (1 << 15))  # (the epochs of 40 steps of 192 it starts)
+    assert timed == [ORDER_PROBE] and priced == pytest.approx(base + epochs * 2**15 / 1e6)
+    assert "priced at 1.00 s per million samples drawn, measured" in how, how
