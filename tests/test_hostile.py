@@ -29526,3 +29526,26 @@ def test_r59d_epoch_orders_of_large_training_sets_are_priced_at_their_size(tmp_p
     epochs = -(-40 * 192 // (1 << 15))  # (the epochs of 40 steps of 192 it starts)
     assert timed == [ORDER_PROBE] and priced == pytest.approx(base + epochs * 2**15 / 1e6)
     assert "priced at 1.00 s per million samples drawn, measured" in how, how
+
+
+def test_r59d_a_model_whose_parameters_alone_exceed_the_memory_is_refused_under_model(tmp_path):
+    """`run keep-nth --dry-run --set task.vocab=10000000000`: 2,720 GB of parameters beside
+    6,400 GB of a training step's activations on a 23 GB machine was refused under
+    `train.batch_size:`, the larger part, though no batch fits beside those parameters (and the
+    dry run's extrapolation read that key as a batch to shrink). It is refused under `model:`
+    now; where the parameters fit, the larger part is named as before."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import memory_need, memory_problem
+
+    spec = load_spec(write_spec(tmp_path, seeds=[0]))
+    big = expand(spec, "smoke", {"task.vocab": 10**10})[0]
+    need = memory_need(big, "cpu", eval_chunk=1)
+    assert need.train_bytes > need.param_bytes > 23 << 30
+    said = memory_problem(big, "cpu", 23 << 30)
+    assert said.startswith("model: run S6 needs about"), said
+    long = expand(spec, "smoke", {"task.T": 10**7})[0]  # (activations, not parameters)
+    need = memory_need(long, "cpu", eval_chunk=1)
+    assert need.param_bytes < 1 << 20 < 23 << 30 < need.train_bytes
+    said = memory_problem(long, "cpu", 23 << 30)
+    assert said.startswith("train.batch_size: run S6 needs about"), said
