@@ -29549,3 +29549,22 @@ def test_r59d_a_model_whose_parameters_alone_exceed_the_memory_is_refused_under_
     assert need.param_bytes < 1 << 20 < 23 << 30 < need.train_bytes
     said = memory_problem(long, "cpu", 23 << 30)
     assert said.startswith("train.batch_size: run S6 needs about"), said
+
+
+def test_r59d_a_dry_run_expands_the_sweep_once(tmp_path, monkeypatch):
+    """`run --dry-run` expanded the profile's sweep twice (the command's checks, then the
+    engine's count of pending runs): 8 s of CPU of koren2026-fig6's paper dry run (20,304
+    runs). The engine takes the command's runs; called without them it expands as before."""
+    import ssmrepro.engine as engine
+    from ssmrepro.spec import load_spec
+
+    calls = []
+    real = engine.expand
+    monkeypatch.setattr(engine, "expand", lambda *a, **k: calls.append(1) or real(*a, **k))
+    spec = write_spec(tmp_path, seeds=[0])
+    res = _invoke("run", spec, "--profile", "smoke", "--dry-run", "--no-estimate", "--device",
+                  "cpu", "--out", tmp_path / "o")
+    assert res.exit_code == 0 and "2 pending in 2 packs" in res.output, res.output
+    assert calls == []
+    d = engine.dry_run(load_spec(spec), "smoke", tmp_path / "o", "cpu", estimate=False)
+    assert calls == [1] and d.pending == 2

@@ -726,7 +726,8 @@ def run(
         d = plan_dry_run(spec, profile, out, dev, max_runs, pack_size, estimate=not no_estimate,
                          overrides=overrides,  # --no-calibrate: as run packs
                          calibrate=calibrate and engine == "local", backend=be,
-                         workers=workers if engine == "local" else None, engine=engine)
+                         workers=workers if engine == "local" else None, engine=engine,
+                         runs=runs)
         ray_note = _ray_dry_run_note(dev, device, pack_size) if engine == "ray" else None
         if as_json:
             print_json({"id": spec.id, "profile": profile, "runs": d.total, "done": d.done,
