@@ -29568,3 +29568,26 @@ def test_r59d_a_dry_run_expands_the_sweep_once(tmp_path, monkeypatch):
     assert calls == []
     d = engine.dry_run(load_spec(spec), "smoke", tmp_path / "o", "cpu", estimate=False)
     assert calls == [1] and d.pending == 2
+
+
+def test_r59d_an_interrupted_dry_run_does_not_say_finished_runs_are_saved(tmp_path,
+                                                                          monkeypatch):
+    """Ctrl-C (or SIGTERM: `timeout 500 ssmrepro run <99,000-shape sweep> --dry-run`) in a dry
+    run's planning said `interrupted — finished runs are saved; re-run the same command to
+    resume`, `run`'s words, for a command that trains and saves nothing. It says so now, exit
+    130; `run` itself keeps its line."""
+    import ssmrepro.engine as engine
+
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "dry_run", stop)
+    monkeypatch.setattr(engine, "run_experiment", stop)
+    spec = write_spec(tmp_path, seeds=[0])
+    res = _invoke("run", spec, "--profile", "smoke", "--dry-run", "--no-estimate", "--out",
+                  tmp_path / "o")
+    assert res.exit_code == 130 and "a dry run trains and writes nothing" in res.output, \
+        res.output
+    assert "finished runs are saved" not in res.output and "Traceback" not in res.output
+    res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o")
+    assert res.exit_code == 130 and "finished runs are saved" in res.output, res.output

@@ -34,6 +34,7 @@ from ..spec import (
 )
 from ..util import doc_summary, docstring, error_line, human_seconds, short_name, whole_number
 from .app import (
+    PLANNED,
     RESUME,
     command,
     console,
@@ -618,7 +619,7 @@ def _warmup_notes(runs: list) -> list[str]:
     return out
 
 
-@command(interrupted=RESUME)
+@command(interrupted=lambda options: PLANNED if options.get("dry_run") else RESUME)
 def run(
     ctx: typer.Context,
     name: str = typer.Argument(..., help="experiment id, alias or spec file (.yaml), e.g. keep-nth"),
