@@ -354,9 +354,13 @@ def memory_problem(run, device: str, available: int) -> str | None:
         return None
     eb = eval_batch(run)
     named = run.train.evals and need.eval_bytes > eval_sizer(run, device, task_only=True)(1)
+    # the key of the largest part; the model's where its parameters alone exceed the memory (no
+    # batch fits then: a vocabulary of 10**10 named train.batch_size, its 5,280 GB of parameters
+    # beside 6,400 GB of a step's activations)
     what = ("train.train_size" if need.order_peak >= max(need.param_bytes, need.train_bytes,
                                                          need.eval_bytes)
-            else "model" if need.param_bytes >= max(need.train_bytes, need.eval_bytes) else
+            else "model" if need.param_bytes >= min(available, max(need.train_bytes,
+                                                                   need.eval_bytes)) else
             "train.batch_size" if need.train_bytes >= need.eval_bytes else
             "train.evals" if named else "model")
     label = f" {run.label}" if run.label else ""

@@ -22,9 +22,10 @@ import shutil
 import socket
 import sys
 import tempfile
+import threading
 import typing
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -1522,10 +1523,11 @@ def refuse_unread(cfg: Any, unread: list[tuple[str, str]], defaults: dict[str, A
     ``cfg``'s other settings never let the built model or loader read) set away from its default
     (``defaults``, else the pydantic field's): such a key trained ``what`` as the default under
     another run id, and its label said otherwise. Model, mixer and LRA task configs share it."""
+    fields = type(cfg).model_fields if defaults is None else {}  # (a property: read once)
     for key, why in unread:
         value = getattr(cfg, key)
         default = (defaults[key] if defaults is not None
-                   else type(cfg).model_fields[key].get_default(call_default_factory=True))
+                   else fields[key].get_default(call_default_factory=True))
         if value != default:
             raise ValueError(f"{key} {value!r} is not read {why}: the run would train {what} "
                              f"as without it under another run id; leave {key} out")
@@ -1542,15 +1544,63 @@ class NoBoolNumbers(BaseModel):
         if not isinstance(data, dict):
             return data
         out = None
+        fields = cls.model_fields  # (a property that pydantic builds on each read: once, not a
+        #                            key; with the value's type first, this check took 30% of a
+        #                            paper profile's dry run, every config built and rebuilt)
         for key, value in data.items():
-            f = cls.model_fields.get(key) if isinstance(key, str) else None
-            if f is None or not isinstance(value, (bool, list, tuple)):
+            if not isinstance(value, (bool, list, tuple)):
+                continue
+            f = fields.get(key) if isinstance(key, str) else None
+            if f is None:
                 continue
             new = _unbool(f.annotation, value)
             if new is not value:
                 out = dict(data) if out is None else out
                 out[key] = new
         return data if out is None else out
+
+
+def config_memo(size: int = 1024) -> Callable[[Callable], Callable]:
+    """Decorator: ``fn(cfg, *args)`` remembered for the last ``size`` calls, for what a frozen
+    config always gives the same answer to (``ModelConfig.to_backbone``, ``models.param_count``):
+    ``cfg`` and ``args`` told apart by value where they hash (a frozen config hashes its
+    fields: the sweep's equal configs are distinct objects), else ``cfg`` by identity (one that
+    holds a list or a mapping; kept alive, so that its id names it while remembered). The
+    planner estimated each shape's memory about six times, each building the backbone's
+    configs a dozen times and its model on the meta device: 100 s of koren2026-fig6's 4,512
+    shapes under ``--profile paper``, before a run was timed."""
+    def wrap(fn: Callable) -> Callable:
+        memo: dict[tuple, tuple[Any, Any]] = {}
+        lock = threading.Lock()
+
+        def remembered(cfg, *args):
+            key: tuple = (type(cfg), cfg, *args)
+            by_id = False
+            try:
+                hash(key)
+            except TypeError:
+                key, by_id = (type(cfg), id(cfg), *args), True
+                try:
+                    hash(key)
+                except TypeError:  # an argument that does not hash: not remembered
+                    return fn(cfg, *args)
+            with lock:
+                hit = memo.get(key)
+            if hit is not None and (not by_id or hit[0] is cfg):
+                return hit[1]
+            out = fn(cfg, *args)
+            with lock:
+                while len(memo) >= size:
+                    memo.pop(next(iter(memo)))
+                memo[key] = (cfg, out)
+            return out
+
+        remembered.__wrapped__ = fn
+        remembered.__doc__ = fn.__doc__
+        remembered.__name__ = fn.__name__
+        return remembered
+
+    return wrap
 
 
 REGISTERED_NAME = re.compile(r"[a-z][a-z0-9_]*")  # a mixer's, figure kind's or check's name

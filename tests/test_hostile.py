@@ -28067,7 +28067,7 @@ def test_r56o_dry_run_prices_the_epoch_orders_of_a_fixed_training_set(tmp_path, 
     assert order_work(Pack("k", big)) == 2 * 10**8
     assert order_work(Pack("k", small)) == 2 * 20 * 384 and order_work(Pack("k", none)) == 0
     assert 0 < order_rate("cpu") < 1e-3
-    monkeypatch.setattr(plan_mod, "order_rate", lambda device: 1e-6)
+    monkeypatch.setattr(plan_mod, "order_rate", lambda device, n=0: 1e-6)
     base, how = estimate_seconds([Pack("k", none, step_s=0.01)], "cpu")
     assert "epoch orders" not in how
     priced, how = estimate_seconds([Pack("k", big, step_s=0.01)], "cpu")
@@ -28953,7 +28953,7 @@ def test_r57s_a_time_limit_caps_the_epoch_orders_priced(tmp_path, monkeypatch):
     plan_mod = importlib.import_module("ssmrepro.engine.plan")
     from ssmrepro.engine.plan import Pack, estimate_seconds, order_work, pack_seconds
 
-    monkeypatch.setattr(plan_mod, "order_rate", lambda device: 1e-6)
+    monkeypatch.setattr(plan_mod, "order_rate", lambda device, n=0: 1e-6)
     kw = dict(seeds=2, train_size=384, max_steps=10**6, eval_every=10**6)  # 500,000 epochs
     free = Pack("k", _r56o_narrow_runs(tmp_path, **kw), step_s=1e-5)
     cut = Pack("k", _r56o_narrow_runs(tmp_path, time_limit_s=5, **kw), step_s=1e-5)
@@ -30169,3 +30169,158 @@ def test_r59f_an_eof_error_escaping_a_command_is_a_bug_not_the_users_abort(tmp_p
     assert res.exit_code == 1 and "Aborted" not in res.output, res.output
     assert isinstance(res.exception, RuntimeError), res.exception
     assert "EOFError: Compressed file ended" in str(res.exception)
+
+
+def test_r59d_the_memory_estimate_builds_each_configs_backbone_and_count_once(monkeypatch):
+    """The planner estimated each shape's memory about six times, each building the model
+    config's backbone a dozen times (pydantic validation) and its model on the meta device:
+    `run koren2026-fig6 --profile paper --dry-run --no-estimate` (4,512 shapes) took 100 s of
+    CPU before anything was timed. Equal frozen configs (distinct objects, as the sweep makes
+    them) are now expanded and counted once; a config that does not hash (a ``seq_lm`` with
+    its blocks mapping) by identity."""
+    import ssmrepro.models as models
+    from ssmrepro.models import param_count
+    from ssmrepro.models.presets import MambaLMConfig
+    from ssmrepro.tasks import build_task
+
+    info = build_task({"name": "mqar", "vocab": 64, "L": 16, "kappa": 4}).info
+    a, b = (MambaLMConfig(d_model=38, d_state=7, d_conv=2, expand=2) for _ in range(2))
+    assert a is not b and a.to_backbone() is b.to_backbone()
+    built = []
+    real = models.SeqLM
+    monkeypatch.setattr(models, "SeqLM", lambda *x, **k: built.append(1) or real(*x, **k))
+    n = param_count(a, info)
+    assert param_count(b, info) == n and param_count(a, info, trainable=True) <= n
+    assert len(built) == 2  # (all parameters; the trainable ones)
+    seq = a.to_backbone()
+    assert seq.to_backbone() is seq
+    with pytest.raises(TypeError):
+        hash(seq)  # (its blocks mapping)
+    m = param_count(seq, info)
+    assert param_count(seq, info) == m == n and len(built) == 3
+    # another equal, unhashable object is not taken for the first (told apart by identity)
+    assert param_count(seq.model_copy(), info) == n and len(built) == 4
+
+
+def test_r59d_a_dry_run_says_the_workers_its_packs_are_sized_for(tmp_path, monkeypatch):
+    """The local engine's CPU workers share one memory, and `run --dry-run` sizes its packs and
+    evaluation chunks for as many as will train at once (a share each), but its lines said
+    nowhere for how many: the packs of `--workers 1` and of the default (one per core) read
+    alike. The plan line says it (`(largest 1) sized for 2 workers sharing the memory`), and
+    --json's `workers`."""
+    import ssmrepro.engine as engine
+
+    monkeypatch.setattr(engine, "default_workers", lambda device, n: 2)  # (two cores)
+    spec = write_spec(tmp_path, seeds=[0])
+    said = {}
+    for w in ("1", "2"):
+        res = _invoke("run", spec, "--profile", "smoke", "--dry-run", "--no-estimate",
+                      "--device", "cpu", "--workers", w, "--out", tmp_path / "o")
+        assert res.exit_code == 0, res.output
+        said[w] = re.search(r"\(largest \d+\)[^;]*;", res.output).group(0)
+    assert said == {"1": "(largest 1) sized for 1 worker;",
+                    "2": "(largest 1) sized for 2 workers sharing the memory;"}, said
+    res = _invoke("run", spec, "--profile", "smoke", "--dry-run", "--no-estimate", "--device",
+                  "cpu", "--workers", "2", "--json", "--out", tmp_path / "o")
+    assert res.exit_code == 0 and json.loads(res.stdout)["workers"] == 2, res.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_r59d_epoch_orders_of_large_training_sets_are_priced_at_their_size(tmp_path,
+                                                                            monkeypatch):
+    """The epoch order's rate was timed on 2**18 samples and scaled linearly: past the caches a
+    sample costs about 3x (its hashed draws and their sort are bound by memory), so
+    `--set train.train_size=100000000` was priced at about 2.5x too few seconds. The rate is
+    timed at the largest set's size too (up to 2**22), interpolated in log(size) between, and
+    the estimate says both; sets of at most 2**18 are priced as before, at one timing."""
+    import importlib
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    from ssmrepro.engine.plan import ORDER_LARGE, ORDER_PROBE, Pack, estimate_seconds
+
+    timed = []
+    monkeypatch.setattr(plan_mod, "order_rate", lambda device, n=ORDER_PROBE: timed.append(n) or (
+        1e-6 if n <= ORDER_PROBE else 3e-6))
+    none = _r56o_narrow_runs(tmp_path, seeds=1)
+    base, _ = estimate_seconds([Pack("k", none, step_s=0.01)], "cpu")
+    assert timed == []
+    big = _r56o_narrow_runs(tmp_path, seeds=1, train_size=10**8)  # (one epoch of 40 steps)
+    mid = _r56o_narrow_runs(tmp_path, seeds=1, train_size=1 << 20)  # (2**20 / 192: 1 epoch)
+    small = _r56o_narrow_runs(tmp_path, seeds=1, train_size=1 << 15)
+    priced, how = estimate_seconds([Pack("k", big, step_s=0.01)], "cpu")
+    assert timed == [ORDER_PROBE, ORDER_LARGE] and priced == pytest.approx(base + 300)
+    assert "1.00 s per million samples drawn (sets of 262,144) to 3.00 (sets of 4,194,304 or " \
+           "more), measured" in how, how
+    timed.clear()
+    priced, how = estimate_seconds([Pack("k", mid, step_s=0.01)], "cpu")  # (timed at its size)
+    assert timed == [ORDER_PROBE, 1 << 20] and priced == pytest.approx(base + 3 * 2**20 / 1e6)
+    timed.clear()
+    priced, how = estimate_seconds([Pack("k", small, step_s=0.01)], "cpu")
+    epochs = -(-40 * 192 // (1 << 15))  # (the epochs of 40 steps of 192 it starts)
+    assert timed == [ORDER_PROBE] and priced == pytest.approx(base + epochs * 2**15 / 1e6)
+    assert "priced at 1.00 s per million samples drawn, measured" in how, how
+
+
+def test_r59d_a_model_whose_parameters_alone_exceed_the_memory_is_refused_under_model(tmp_path):
+    """`run keep-nth --dry-run --set task.vocab=10000000000`: 2,720 GB of parameters beside
+    6,400 GB of a training step's activations on a 23 GB machine was refused under
+    `train.batch_size:`, the larger part, though no batch fits beside those parameters (and the
+    dry run's extrapolation read that key as a batch to shrink). It is refused under `model:`
+    now; where the parameters fit, the larger part is named as before."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import memory_need, memory_problem
+
+    spec = load_spec(write_spec(tmp_path, seeds=[0]))
+    big = expand(spec, "smoke", {"task.vocab": 10**10})[0]
+    need = memory_need(big, "cpu", eval_chunk=1)
+    assert need.train_bytes > need.param_bytes > 23 << 30
+    said = memory_problem(big, "cpu", 23 << 30)
+    assert said.startswith("model: run S6 needs about"), said
+    long = expand(spec, "smoke", {"task.T": 10**7})[0]  # (activations, not parameters)
+    need = memory_need(long, "cpu", eval_chunk=1)
+    assert need.param_bytes < 1 << 20 < 23 << 30 < need.train_bytes
+    said = memory_problem(long, "cpu", 23 << 30)
+    assert said.startswith("train.batch_size: run S6 needs about"), said
+
+
+def test_r59d_a_dry_run_expands_the_sweep_once(tmp_path, monkeypatch):
+    """`run --dry-run` expanded the profile's sweep twice (the command's checks, then the
+    engine's count of pending runs): 8 s of CPU of koren2026-fig6's paper dry run (20,304
+    runs). The engine takes the command's runs; called without them it expands as before."""
+    import ssmrepro.engine as engine
+    from ssmrepro.spec import load_spec
+
+    calls = []
+    real = engine.expand
+    monkeypatch.setattr(engine, "expand", lambda *a, **k: calls.append(1) or real(*a, **k))
+    spec = write_spec(tmp_path, seeds=[0])
+    res = _invoke("run", spec, "--profile", "smoke", "--dry-run", "--no-estimate", "--device",
+                  "cpu", "--out", tmp_path / "o")
+    assert res.exit_code == 0 and "2 pending in 2 packs" in res.output, res.output
+    assert calls == []
+    d = engine.dry_run(load_spec(spec), "smoke", tmp_path / "o", "cpu", estimate=False)
+    assert calls == [1] and d.pending == 2
+
+
+def test_r59d_an_interrupted_dry_run_does_not_say_finished_runs_are_saved(tmp_path,
+                                                                          monkeypatch):
+    """Ctrl-C (or SIGTERM: `timeout 500 ssmrepro run <99,000-shape sweep> --dry-run`) in a dry
+    run's planning said `interrupted — finished runs are saved; re-run the same command to
+    resume`, `run`'s words, for a command that trains and saves nothing. It says so now, exit
+    130; `run` itself keeps its line."""
+    import ssmrepro.engine as engine
+
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "dry_run", stop)
+    monkeypatch.setattr(engine, "run_experiment", stop)
+    spec = write_spec(tmp_path, seeds=[0])
+    res = _invoke("run", spec, "--profile", "smoke", "--dry-run", "--no-estimate", "--out",
+                  tmp_path / "o")
+    assert res.exit_code == 130 and "a dry run trains and writes nothing" in res.output, \
+        res.output
+    assert "finished runs are saved" not in res.output and "Traceback" not in res.output
+    res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o")
+    assert res.exit_code == 130 and "finished runs are saved" in res.output, res.output

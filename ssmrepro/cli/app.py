@@ -415,14 +415,18 @@ def fail(messages: list[str], code: int = 2) -> None:
 
 
 RESUME = "interrupted — finished runs are saved; re-run the same command to resume"
+PLANNED = ("interrupted — a dry run trains and writes nothing: re-run the same command to "
+           "plan again")
 REDO = ("interrupted — every file written is whole (the old one or the new one); re-run the "
         "same command to finish")
 
 
-def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]:
+def guard(fn: Callable[..., Any], interrupted: str | Callable[[dict], str] = REDO
+          ) -> Callable[..., Any]:
     """Run a command inside the error boundary (see the module docstring); Ctrl-C prints
     ``interrupted`` (what is left and how to go on, worded for the command: `plot` said
-    "finished runs are saved ... resume", `run`'s words) and exits 130."""
+    "finished runs are saved ... resume", `run`'s words; a function of the command's options
+    where they change it: `run --dry-run` trains nothing) and exits 130."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -459,8 +463,9 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
             raise RuntimeError(f"EOFError: {err} (a file read past its end)") from err
         except KeyboardInterrupt:
             interrupt_handled()  # (exit 130, not death by SIGINT, under `python -m`)
+            line = interrupted(kwargs) if callable(interrupted) else interrupted
             try:
-                err_console.print(interrupted, highlight=False, soft_wrap=True)
+                err_console.print(line, highlight=False, soft_wrap=True)
             except OSError:  # a hung-up terminal (EIO): no one is left to read the line
                 pass
             raise typer.Exit(130) from None
@@ -471,7 +476,8 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
     return wrapper
 
 
-def command(typer_app: typer.Typer = app, *args: Any, interrupted: str = REDO, **kwargs: Any):
+def command(typer_app: typer.Typer = app, *args: Any,
+            interrupted: str | Callable[[dict], str] = REDO, **kwargs: Any):
     """``@command()``: register a guarded command on ``typer_app`` (default: the main app);
     ``interrupted``: its Ctrl-C line (``guard``)."""
 

@@ -34,6 +34,7 @@ from ..spec import (
 )
 from ..util import doc_summary, docstring, error_line, human_seconds, short_name, whole_number
 from .app import (
+    PLANNED,
     RESUME,
     command,
     console,
@@ -618,7 +619,7 @@ def _warmup_notes(runs: list) -> list[str]:
     return out
 
 
-@command(interrupted=RESUME)
+@command(interrupted=lambda options: PLANNED if options.get("dry_run") else RESUME)
 def run(
     ctx: typer.Context,
     name: str = typer.Argument(..., help="experiment id, alias or spec file (.yaml), e.g. keep-nth"),
@@ -726,7 +727,8 @@ def run(
         d = plan_dry_run(spec, profile, out, dev, max_runs, pack_size, estimate=not no_estimate,
                          overrides=overrides,  # --no-calibrate: as run packs
                          calibrate=calibrate and engine == "local", backend=be,
-                         workers=workers if engine == "local" else None, engine=engine)
+                         workers=workers if engine == "local" else None, engine=engine,
+                         runs=runs)
         ray_note = _ray_dry_run_note(dev, device, pack_size) if engine == "ray" else None
         if as_json:
             print_json({"id": spec.id, "profile": profile, "runs": d.total, "done": d.done,
@@ -736,14 +738,19 @@ def run(
                         "estimate_how": d.estimate_how, "device": dev, "nominal": d.nominal,
                         "oversized": d.oversized, "untimed": d.untimed,
                         "untimed_runs": d.untimed_runs, "warnings": d.warnings,
-                        "eval_chunks": d.eval_chunks,
+                        "eval_chunks": d.eval_chunks, "workers": d.workers,
                         "engine": engine, "ray_note": ray_note})
             return
         for w in d.warnings:  # a record quarantined while counting the runs done: on stderr,
             # as every command's (it was among the plan's lines on stdout)
             err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
+        # the workers the packs were sized for (CPU workers share one memory: a pack and its
+        # evaluation chunk are sized to a share of it; it was said nowhere)
+        sized = (f" sized for {d.workers} workers sharing the memory" if d.workers > 1 else
+                 " sized for 1 worker" if engine == "local" and not dev.startswith("cuda")
+                 and d.packs else "")
         console.print(f"{spec.id} {escape(f'[{profile}]')}: {d.total} runs, {d.done} done, "
-                      f"{d.pending} pending in {len(d.packs)} packs (largest {d.largest}); "
+                      f"{d.pending} pending in {len(d.packs)} packs (largest {d.largest}){sized}; "
                       f"{d.run_steps:,} run-steps to train{_left_line(d, max_runs)}")
         for line in d.planner:
             console.print(f"[dim]planner: {line}[/]", highlight=False)

@@ -89,6 +89,8 @@ class DryRun:
     warnings: list[str] = field(default_factory=list)  # the store's (a record quarantined ...)
     eval_chunks: list[str] = field(default_factory=list)  # one line per shape evaluated in chunks
     #                                 smaller than its evaluation batch (plan.eval_chunk_lines)
+    workers: int = 1  # CPU workers (local engine) whose packs share this memory, as the packs
+    #                   and their evaluation chunks were sized (``plan``'s ``Pack.shares``)
 
     @property
     def largest(self) -> int:
@@ -123,9 +125,11 @@ class RunSummary:
 
 
 def _pending(spec: Spec, profile: str, store: Store, max_runs: int | None,
-             overrides: dict | None = None, data: bool = True):
-    # ``data``: the runs checked against the data here (``sweep.expand``), which they read
-    runs = expand(spec, profile, overrides=overrides, data=data)
+             overrides: dict | None = None, data: bool = True, runs: list | None = None):
+    # ``data``: the runs checked against the data here (``sweep.expand``), which they read;
+    # ``runs``: the profile's expanded already (`run` has them: a second expansion took 8 s of
+    # CPU of koren2026-fig6's paper dry run)
+    runs = expand(spec, profile, overrides=overrides, data=data) if runs is None else runs
     unique = unique_runs(runs)
     pending = [r for r in unique if not store.is_done(r.run_id)]
     if max_runs is not None and len(pending) > max_runs:
@@ -215,7 +219,8 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
             max_runs: int | None = None, pack_size: int | None = None,
             estimate: bool = True, overrides: dict | None = None,
             calibrate: bool = True, backend: str = "torch",
-            workers: int | None = None, engine: str = "local") -> DryRun:
+            workers: int | None = None, engine: str = "local",
+            runs: list | None = None) -> DryRun:
     """Runs, packs and (optionally) a measured wall-clock estimate for one worker. With
     ``estimate`` the planner calibrates (as a real run would) and the estimate uses its timings.
     An LRA dataset absent here is planned from its nominal shapes and split sizes
@@ -231,11 +236,12 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
     ``DryRun.oversized`` says which, from what), not refused; training it here still is. Without
     ``estimate``, and for any other memory problem, the dry run refuses as training would; so
     it does, with or without ``estimate``, for data missing here that has no nominal shapes (a
-    text corpus file)."""
+    text corpus file). ``runs``: ``sweep.expand``'s runs of the profile with ``overrides``,
+    where the caller has them (checked against the data here)."""
     from ..tasks.lra import nominal_data
 
     store = open_store(spec, out, readonly=True)  # it moves nothing
-    _, unique, pending = _pending(spec, profile, store, max_runs, overrides)
+    _, unique, pending = _pending(spec, profile, store, max_runs, overrides, runs=runs)
     bad = (lr_scale_problems(pending) + construction_problems(pending)
            + init_std_problems(pending) + layer_spelling_problems(unique))  # as `run` refuses them
     if bad:
@@ -270,6 +276,7 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
                      workers=min(want, len(fit) or 1) if engine == "local" else 1)
         # (runs too large to train here, extrapolated below, are no runs evaluated in chunks)
         chunked = eval_chunk_lines(packs, device)
+        shares = max((p.shares for p in packs), default=1)  # (after any plan for fewer)
         oversized = []
         if over:
             from ..util import release_memory
@@ -306,6 +313,7 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
                                    "batch size here priced by extrapolation")
         d.oversized = [o.line() for o in oversized]
         d.eval_chunks = chunked
+        d.workers = shares
         d.untimed = [why for _, why in untimed]
         d.untimed_runs = sum(len(rs) for rs, _ in untimed)
     d.planner = list(costs.log) if costs else []

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..sweep import RunConfig, per_point
@@ -334,16 +335,17 @@ def estimate_seconds(packs: list[Pack], device: str, samples: int = 3,
             f"({', '.join(f'{r * 1e9:.2f}' for r in rates)} s per GB-step), scaled by pack size "
             "× activation volume")) if x)
     # the epoch orders' draws are part of the training a time limit cuts (``pack_seconds``)
-    rate = order_rate(device) if any(order_work(p) for p in packs) else 0.0
-    total = sum(pack_seconds(s, p, rate) for s, p in priced)
-    capped = sum(pack_seconds(s, p, rate) < s * pack_steps(p) + rate * order_work(p)
+    rate, said = order_rates(device, [p.runs[0].train.train_size for p in packs
+                                      if order_work(p)])
+    total = sum(pack_seconds(s, p, rate(p)) for s, p in priced)
+    capped = sum(pack_seconds(s, p, rate(p)) < s * pack_steps(p) + rate(p) * order_work(p)
                  for s, p in priced)
     if capped:
         how += (f"; {capped} pack{'s' if capped > 1 else ''} at most their train.time_limit_s "
                 "and evaluation")
-    if rate:
+    if said:
         how += (f"; the epoch orders of fixed training sets (train.train_size) priced at "
-                f"{rate * 1e6:.2f} s per million samples drawn, measured")
+                f"{said}, measured")
     return total, how + "; evaluation as forward passes"
 
 
@@ -402,10 +404,14 @@ def order_work(p: Pack) -> int:
                for r in p.runs if r.train.train_size)
 
 
-def order_rate(device: str) -> float:
-    """Seconds per sample of an epoch order drawn on ``device`` (``order_work``): the faster of
-    two draws of one member's order of ``ORDER_PROBE`` samples, timed here (the hashing, linear
-    in the samples, is most of it; the sort's log factor is left out)."""
+ORDER_LARGE = 1 << 22  # the largest order ``order_rates`` times (beyond the caches: about
+#                        3x the seconds a sample of ORDER_PROBE's on a CPU; flat past it)
+
+
+def order_rate(device: str, n: int = ORDER_PROBE) -> float:
+    """Seconds per sample of an epoch order of ``n`` samples drawn on ``device``
+    (``order_work``): the faster of two draws of one member's order, timed here (one draw past
+    ``ORDER_PROBE``: 3.5 s at ``ORDER_LARGE`` on one thread of a loaded CPU)."""
     import torch
 
     from ..tasks import rng
@@ -413,13 +419,38 @@ def order_rate(device: str) -> float:
     dev = torch.device(device)
     k = rng.key(torch.zeros(1, dtype=torch.int64, device=dev), 0)
     best = math.inf
-    for _ in range(2):
+    for _ in range(2 if n <= ORDER_PROBE else 1):
         t0 = time.perf_counter()
-        rng.permutation_keys(k, ORDER_PROBE)
+        rng.permutation_keys(k, n)
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         best = min(best, time.perf_counter() - t0)
-    return best / ORDER_PROBE
+    return best / n
+
+
+def order_rates(device: str, sizes: list) -> tuple[Callable[[Pack], float], str]:
+    """(seconds per sample of a pack's epoch orders, as a function of the pack (its training
+    set's size), the rates as the estimate says them; '' where no size is given): the rate
+    measured at ``ORDER_PROBE`` samples and, where a set is larger, at the largest set's size
+    up to ``ORDER_LARGE``; a size between the two at the rate interpolated in log(size). The
+    hashed draws and their sort are bound by memory once past the caches: a rate timed at
+    ORDER_PROBE alone and scaled linearly priced 10**8 samples at about 2.5x too few seconds."""
+    sizes = [n for n in sizes if n]
+    if not sizes:
+        return (lambda p: 0.0), ""
+    small = order_rate(device)
+    top = min(max(sizes), ORDER_LARGE)
+    if top <= ORDER_PROBE:
+        return (lambda p: small), f"{small * 1e6:.2f} s per million samples drawn"
+    large = max(small, order_rate(device, top))  # (a per-sample rate that falls: noise)
+
+    def rate(p: Pack) -> float:
+        n = min(max(p.runs[0].train.train_size or 0, ORDER_PROBE), top)
+        share = math.log(n / ORDER_PROBE) / math.log(top / ORDER_PROBE)
+        return small + share * (large - small)
+
+    return rate, (f"{small * 1e6:.2f} s per million samples drawn (sets of {ORDER_PROBE:,}) to "
+                  f"{large * 1e6:.2f} (sets of {top:,}{' or more' if top == ORDER_LARGE else ''})")
 
 
 def pack_steps(p: Pack) -> int:

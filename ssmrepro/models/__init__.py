@@ -18,7 +18,7 @@ from types import UnionType
 from pydantic import BaseModel
 from torch import nn
 
-from ..util import docstring
+from ..util import config_memo, docstring
 from .backbone import SeqLM, SeqLMConfig
 from .base import ModelConfig, SequenceModel
 from .blocks import NORM_KEPT
@@ -185,9 +185,16 @@ def eval_batch_floats(config: ModelConfig, info, batch: int) -> int:
 def param_count(config: ModelConfig, info, trainable: bool = False) -> int:
     """Parameters of one member, counted without allocating them: each distinct block is built
     once on PyTorch's ``meta`` device (shapes only) and counted as often as the layer pattern
-    uses it, so this stays fast for any width or depth. ValueError where a size overflows
-    64 bits. ``trainable``: only those that train (what a run record's ``n_params`` counts,
-    :func:`count_params`; a frozen all-ones conv is left out)."""
+    uses it, so this stays fast for any width or depth; the same config and task counted once
+    (``util.config_memo``: the planner asks about six times a shape). ValueError where a size
+    overflows 64 bits. ``trainable``: only those that train (what a run record's ``n_params``
+    counts, :func:`count_params`; a frozen all-ones conv is left out)."""
+    return _param_count(config, info, trainable)
+
+
+# an int each: room for every shape of a paper sweep, which the planner reads in 4 passes
+@config_memo(1 << 14)
+def _param_count(config: ModelConfig, info, trainable: bool) -> int:
     import torch
 
     cfg = config.to_backbone()

@@ -25,7 +25,7 @@ import torch
 from pydantic import BaseModel, ConfigDict
 from torch import nn
 
-from ..util import NoBoolNumbers, refuse_unread  # noqa: F401 (re-exported: the configs use it from here)
+from ..util import NoBoolNumbers, config_memo, refuse_unread  # noqa: F401 (re-exported: the configs use it from here)
 
 
 class ModelConfig(NoBoolNumbers):
@@ -37,6 +37,15 @@ class ModelConfig(NoBoolNumbers):
     def to_backbone(self):  # pragma: no cover - abstract
         """The SeqLMConfig this config stands for."""
         raise NotImplementedError
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs) -> None:
+        """Each class's ``to_backbone`` built once per config (``util.config_memo``: a frozen
+        config stands for one backbone): the memory estimate reads it a dozen times a shape."""
+        super().__pydantic_init_subclass__(**kwargs)
+        own = cls.__dict__.get("to_backbone")
+        if callable(own) and not hasattr(own, "__wrapped__"):
+            cls.to_backbone = config_memo()(own)
 
 
 def refuse_reversed_range(cfg: BaseModel, low: str = "dt_min", high: str = "dt_max") -> None:
