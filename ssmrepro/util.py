@@ -880,8 +880,12 @@ def data_root(root: str | os.PathLike[str] | None = None) -> Path:
         if odd is not None:  # `data generate` wrote a new data root 'data ', runs found no data
             raise DataUnavailable(f"${DATA_ENV}={os.environ[DATA_ENV]!r}: {odd}")
         path = env or Path("data")
-        named = f"${DATA_ENV}={os.environ[DATA_ENV]!r}" if env else "the data root ./data"
+        named = f"${DATA_ENV}={os.environ[DATA_ENV]!r}" if env else (
+            f"the default data root ./data (data/ of the current folder, {Path.cwd()})")
     why = source_tree_problem(path, "data")
+    if why and named.startswith("the default"):  # run from the project's docs/ (tests/, ...):
+        # 'give a data folder' named no way to give one to `run`
+        why += f": run from the project folder, or set ${DATA_ENV} (a data command's --dir) to it"
     if why:
         raise DataUnavailable(f"{named}: {why}")
     return path
