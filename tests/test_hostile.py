@@ -29549,3 +29549,19 @@ def test_r59c_a_bad_device_of_the_environment_is_named_as_the_variable(tmp_path)
     _assert_refused(res, "--device 'gpu': expected")
     assert "SSMREPRO_DEVICE" not in res.output
     assert not (tmp_path / "res").exists() and not (tmp_path / "b").exists()
+
+
+def test_r59c_data_info_counts_only_the_cache_entries_of_the_data_root(tmp_path):
+    """`SSMREPRO_DATA=~ ssmrepro data info`: the data root's .cache is then ~/.cache, every
+    program's; `data info` walked it whole (unbounded: a pip or model cache of millions of files)
+    and printed its size as the datasets' cache. It counts the prepared entries
+    (`<dataset>-<key>`) alone, and says how many."""
+    root = tmp_path / "home"
+    (root / ".cache" / "pip").mkdir(parents=True)
+    (root / ".cache" / "pip" / "wheel").write_bytes(b"\0" * 3_000_000)
+    entry = root / ".cache" / ("listops-" + "0" * 20)
+    entry.mkdir()
+    (entry / "x.npy").write_bytes(b"\0" * 200_000)
+    res = _invoke("data", "info", "--dir", root)
+    assert res.exit_code == 0, res.output
+    assert "(0.2 MB in 1 prepared entry)" in res.output, res.output
