@@ -842,6 +842,10 @@ def find_project() -> Path | None:
 def repo_root() -> Path:
     """:func:`find_project`'s folder; :class:`NoProject` where there is none."""
     root = find_project()
+    odd = stray_name(root) if root is not None and env_path(ROOT_ENV) is not None else None
+    if odd is not None and not (root / "experiments").is_dir():  # a line break of an env file
+        # broke the refusal below over two lines, naming '/x/proj' and ', which holds no ...'
+        raise NoProject(f"${ROOT_ENV}={os.environ[ROOT_ENV]!r}: {odd}")
     if root is not None and env_path(ROOT_ENV) is not None and not (root / "experiments").is_dir():
         # a mistyped or too deep $SSMREPRO_ROOT: `run <spec file>` (no --out) made a results
         # tree there without a word

@@ -29565,3 +29565,15 @@ def test_r59c_data_info_counts_only_the_cache_entries_of_the_data_root(tmp_path)
     res = _invoke("data", "info", "--dir", root)
     assert res.exit_code == 0, res.output
     assert "(0.2 MB in 1 prepared entry)" in res.output, res.output
+
+
+def test_r59c_a_stray_character_in_the_project_root_variable_is_named(tmp_path):
+    """`SSMREPRO_ROOT=$'/x/a\\nb'` (a line break of an env file) or one ending in a zero-width
+    space: the refusal `<root>/experiments: no experiment specs here` was broken over two
+    lines, or named a path that reads as the project's; it names the stray character as the
+    other path variables do, exit 2."""
+    for value, shown in ((str(tmp_path / "a\nb"), "'a\\nb'"),
+                         (str(ROOT) + "\u200b", "\\u200b")):
+        res = _invoke("list", env={"SSMREPRO_ROOT": value})
+        _assert_refused(res, "$SSMREPRO_ROOT=", shown, "a stray character")
+    assert list(tmp_path.iterdir()) == []
