@@ -849,6 +849,10 @@ def find_project() -> Path | None:
 def repo_root() -> Path:
     """:func:`find_project`'s folder; :class:`NoProject` where there is none."""
     root = find_project()
+    odd = stray_name(root) if root is not None and env_path(ROOT_ENV) is not None else None
+    if odd is not None and not (root / "experiments").is_dir():  # a line break of an env file
+        # broke the refusal below over two lines, naming '/x/proj' and ', which holds no ...'
+        raise NoProject(f"${ROOT_ENV}={os.environ[ROOT_ENV]!r}: {odd}")
     if root is not None and env_path(ROOT_ENV) is not None and not (root / "experiments").is_dir():
         # a mistyped or too deep $SSMREPRO_ROOT: `run <spec file>` (no --out) made a results
         # tree there without a word
@@ -887,8 +891,12 @@ def data_root(root: str | os.PathLike[str] | None = None) -> Path:
         if odd is not None:  # `data generate` wrote a new data root 'data ', runs found no data
             raise DataUnavailable(f"${DATA_ENV}={os.environ[DATA_ENV]!r}: {odd}")
         path = env or Path("data")
-        named = f"${DATA_ENV}={os.environ[DATA_ENV]!r}" if env else "the data root ./data"
+        named = f"${DATA_ENV}={os.environ[DATA_ENV]!r}" if env else (
+            f"the default data root ./data (data/ of the current folder, {Path.cwd()})")
     why = source_tree_problem(path, "data")
+    if why and named.startswith("the default"):  # run from the project's docs/ (tests/, ...):
+        # 'give a data folder' named no way to give one to `run`
+        why += f": run from the project folder, or set ${DATA_ENV} (a data command's --dir) to it"
     if why:
         raise DataUnavailable(f"{named}: {why}")
     return path

@@ -10610,7 +10610,7 @@ def test_bench_reads_its_environment_as_the_other_commands(tmp_path):
     the other commands refuse it. The variable is no option given to `bench scans`."""
     res = _invoke("bench", "--seconds", "0.1", "--packs", "1", "--out", tmp_path,
                   env={"SSMREPRO_DEVICE": "cudax"})
-    _assert_refused(res, "--device 'cudax'")
+    _assert_refused(res, "$SSMREPRO_DEVICE='cudax' (the default of --device)")
     for value in (" ", "-"):
         res = _invoke("bench", "roofline", env={"SSMREPRO_OUT": value})
         _assert_refused(res, f"SSMREPRO_OUT={value!r}")
@@ -30324,3 +30324,144 @@ def test_r59d_an_interrupted_dry_run_does_not_say_finished_runs_are_saved(tmp_pa
     assert "finished runs are saved" not in res.output and "Traceback" not in res.output
     res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o")
     assert res.exit_code == 130 and "finished runs are saved" in res.output, res.output
+
+
+def test_r59c_a_cost_cache_that_is_a_link_to_nothing_is_named_so(tmp_path, monkeypatch):
+    """`SSMREPRO_CACHE=<a symbolic link to a removed folder> run --dry-run` said `cannot hold the
+    planner's cost cache (file exists)`, read as a file in the way; it names the link and where
+    it leads now, as a data root's or a store's folder does, exit 2."""
+    from ssmrepro.engine.costs import cache_file
+    from ssmrepro.spec import SpecError
+
+    (tmp_path / "c").symlink_to(tmp_path / "gone")
+    monkeypatch.setenv("SSMREPRO_CACHE", str(tmp_path / "c"))
+    with pytest.raises(SpecError, match=r"a symbolic link to .*gone, which does not exist"):
+        cache_file()
+    (tmp_path / "f").write_text("x")
+    monkeypatch.setenv("SSMREPRO_CACHE", str(tmp_path / "f"))
+    with pytest.raises(SpecError, match=r"\(not a folder\)"):
+        cache_file()
+    assert not (tmp_path / "gone").exists()
+
+
+def test_r59c_the_default_data_root_in_the_projects_docs_says_how_to_give_another(tmp_path,
+                                                                                 monkeypatch):
+    """`cd docs; ssmrepro run <an LRA spec>` without $SSMREPRO_DATA: the default data root,
+    ./data of the current folder, lies among the project's documents and is refused (as before),
+    exit 2, nothing written; the refusal said 'give a data folder outside it', naming no way to
+    give one to `run`. It says the root is the current folder's and how to give another."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments" / "yu2025").mkdir()
+    shutil.copy(ROOT / "experiments/yu2025/yu2025-tab1.yaml", root / "experiments/yu2025")
+    (root / "docs").mkdir()
+    monkeypatch.chdir(root / "docs")
+    env = {"SSMREPRO_ROOT": str(root), "SSMREPRO_DATA": None}
+    res = _invoke("run", "yu2025-tab1", "--profile", "smoke", "--max-runs", "1", "--out",
+                  tmp_path / "res", env=env)
+    _assert_refused(res, "the default data root ./data (data/ of the current folder",
+                    "run from the project folder, or set $SSMREPRO_DATA")
+    res = _invoke("data", "info", env=env)
+    _assert_refused(res, "the default data root ./data", "--dir")
+    assert not list((root / "docs").iterdir())
+    monkeypatch.chdir(root)
+    from ssmrepro.util import data_root
+
+    monkeypatch.delenv("SSMREPRO_DATA", raising=False)
+    assert data_root() == Path("data")
+
+
+def test_r59c_a_path_the_c_locale_cannot_decode_is_printed_as_its_bytes(tmp_path, cli_env):
+    """`LC_ALL=C PYTHONCOERCECLOCALE=0 ssmrepro show /x/dïr/s.yaml`: the file system's encoding
+    (ASCII) reads 'ï' as the surrogates U+DCC3 U+DCAF, which the output streams escaped, so
+    every path holding it was printed as `d\\udcc3\\udcafr` (an error's, a `figures:` line's),
+    naming no file. They are written as the name's own bytes; characters the encoding lacks
+    (an em dash) are still escaped, and no traceback."""
+    import codecs
+    import subprocess
+    import sys
+
+    from ssmrepro.cli.app import OUTPUT_ERRORS, _escape_unencodable
+
+    codecs.register_error(OUTPUT_ERRORS, _escape_unencodable)  # (as tolerant_output does)
+    for enc in ("ascii", "latin-1", "utf-8"):
+        assert codecs.encode("d\udcc3\udcafr \u2014", enc, OUTPUT_ERRORS) == (
+            b"d\xc3\xafr " + "\u2014".encode(enc, "backslashreplace"))
+    folder = tmp_path / "d\u00efr"
+    folder.mkdir()
+    env = {**cli_env, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    env.pop("PYTHONIOENCODING", None)
+    res = subprocess.run([sys.executable, "-m", "ssmrepro", "show", str(folder / "nosuch.yaml")],
+                         capture_output=True, timeout=300, env=env)
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and b"Traceback" not in out, out.decode(errors="replace")
+    assert b"\\udc" not in out and str(folder / "nosuch.yaml").encode() in out, out
+
+
+def test_r59c_every_tracked_top_level_entry_of_the_project_is_guarded():
+    """`util.PROJECT_FILES` and `PROJECT_FOLDERS` are fixed lists of the project's own files and
+    folders at its top, which no command writes into (`export --file README.md`, `figures --out
+    docs`); a file or folder the project adds there later (a LICENSE, a .github/) would be
+    unguarded until it is listed. Every entry git tracks at the checkout's top is one of them,
+    or the results root, results/."""
+    import subprocess
+
+    from ssmrepro.util import PROJECT_FILES, PROJECT_FOLDERS
+
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("not a git checkout")
+    res = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True,
+                         timeout=60)
+    if res.returncode != 0:
+        pytest.skip(f"git ls-files failed: {res.stderr.decode(errors='replace')}")
+    tops = {name.split("/", 1)[0] for name in res.stdout.decode().split("\0") if name}
+    assert "ssmrepro" in tops and "README.md" in tops, tops
+    unguarded = tops - set(PROJECT_FILES) - set(PROJECT_FOLDERS) - {"results"}
+    assert not unguarded, f"add them to util.PROJECT_FILES or PROJECT_FOLDERS: {unguarded}"
+
+
+def test_r59c_a_bad_device_of_the_environment_is_named_as_the_variable(tmp_path):
+    """`SSMREPRO_DEVICE=gpu ssmrepro run keep-nth --dry-run` (or blank, or `bench`) said
+    `--device 'gpu': expected auto, cpu, cuda or cuda:N`, an option the command line did not
+    give; it names the variable, exit 2, nothing written. `--device gpu` given is named as the
+    option, as before."""
+    env = {"SSMREPRO_DEVICE": "gpu"}
+    res = _invoke("run", "keep-nth", "--profile", "smoke", "--dry-run", "--no-estimate", "--out",
+                  tmp_path / "res", env=env)
+    _assert_refused(res, "$SSMREPRO_DEVICE='gpu' (the default of --device)")
+    res = _invoke("run", "keep-nth", "--profile", "smoke", "--dry-run", "--out", tmp_path / "res",
+                  env={"SSMREPRO_DEVICE": " "})
+    _assert_refused(res, "$SSMREPRO_DEVICE=' '")
+    res = _invoke("bench", "keep-nth-d8", "--out", tmp_path / "b", env=env)
+    _assert_refused(res, "$SSMREPRO_DEVICE='gpu'")
+    res = _invoke("run", "keep-nth", "--device", "gpu", "--dry-run", "--out", tmp_path / "res")
+    _assert_refused(res, "--device 'gpu': expected")
+    assert "SSMREPRO_DEVICE" not in res.output
+    assert not (tmp_path / "res").exists() and not (tmp_path / "b").exists()
+
+
+def test_r59c_data_info_counts_only_the_cache_entries_of_the_data_root(tmp_path):
+    """`SSMREPRO_DATA=~ ssmrepro data info`: the data root's .cache is then ~/.cache, every
+    program's; `data info` walked it whole (unbounded: a pip or model cache of millions of files)
+    and printed its size as the datasets' cache. It counts the prepared entries
+    (`<dataset>-<key>`) alone, and says how many."""
+    root = tmp_path / "home"
+    (root / ".cache" / "pip").mkdir(parents=True)
+    (root / ".cache" / "pip" / "wheel").write_bytes(b"\0" * 3_000_000)
+    entry = root / ".cache" / ("listops-" + "0" * 20)
+    entry.mkdir()
+    (entry / "x.npy").write_bytes(b"\0" * 200_000)
+    res = _invoke("data", "info", "--dir", root)
+    assert res.exit_code == 0, res.output
+    assert "(0.2 MB in 1 prepared entry)" in res.output, res.output
+
+
+def test_r59c_a_stray_character_in_the_project_root_variable_is_named(tmp_path):
+    """`SSMREPRO_ROOT=$'/x/a\\nb'` (a line break of an env file) or one ending in a zero-width
+    space: the refusal `<root>/experiments: no experiment specs here` was broken over two
+    lines, or named a path that reads as the project's; it names the stray character as the
+    other path variables do, exit 2."""
+    for value, shown in ((str(tmp_path / "a\nb"), "'a\\nb'"),
+                         (str(ROOT) + "\u200b", "\\u200b")):
+        res = _invoke("list", env={"SSMREPRO_ROOT": value})
+        _assert_refused(res, "$SSMREPRO_ROOT=", shown, "a stray character")
+    assert list(tmp_path.iterdir()) == []

@@ -314,9 +314,13 @@ def tolerant_output() -> None:
     labels, titles and dashes that are not ASCII. Also under the C locale without its UTF-8
     coercion (``LC_ALL=C PYTHONCOERCECLOCALE=0``, an old glibc): Python gives the ASCII streams
     the 'surrogateescape' handler there, which escapes only undecodable bytes (a traceback in
-    `list`, `show` and `verify`); on a UTF-8 stream it never fails and is left as it is."""
+    `list`, `show` and `verify`); on a UTF-8 stream it never fails and is left as it is. A byte
+    of a file's name that the file system's encoding could not decode (a path with 'é' under
+    that C locale: the surrogates U+DCC3 U+DCA9) is written as that byte, as 'surrogateescape'
+    writes it; escaped, such a path was printed as `r\\udcc3\\udca9sults`, naming no file."""
     import codecs
 
+    codecs.register_error(OUTPUT_ERRORS, _escape_unencodable)
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         errors = getattr(stream, "errors", "strict")
@@ -324,12 +328,28 @@ def tolerant_output() -> None:
             utf = codecs.lookup(getattr(stream, "encoding", None) or "ascii").name.startswith("utf")
         except LookupError:
             utf = False
-        if reconfigure is not None and (errors == "strict"
+        if reconfigure is not None and (errors in ("strict", "backslashreplace")  # (stderr's)
                                         or errors == "surrogateescape" and not utf):
             try:
-                reconfigure(errors="backslashreplace")
+                reconfigure(errors=OUTPUT_ERRORS)
             except (ValueError, OSError):  # closed, or a stream that cannot change
                 pass
+
+
+OUTPUT_ERRORS = "ssmrepro-escape"  # ``tolerant_output``'s error handler of the output streams
+
+
+def _escape_unencodable(err: UnicodeError) -> tuple[bytes, int]:
+    """An output stream's characters its encoding lacks: a surrogate U+DC80-U+DCFF (a byte of a
+    file name that was not decoded) as that byte, any other as a backslash escape (``\\u2014``)."""
+    if not isinstance(err, UnicodeEncodeError):
+        raise err
+    out = bytearray()
+    for ch in err.object[err.start:err.end]:
+        o = ord(ch)
+        out += bytes([o - 0xDC00]) if 0xDC80 <= o <= 0xDCFF else (
+            ch.encode("ascii", "backslashreplace"))
+    return bytes(out), err.end
 
 
 @app.callback()

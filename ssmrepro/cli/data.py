@@ -681,7 +681,7 @@ def generate_pathfinder_cmd(
 def info(dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP, metavar="DIR",
                                          parser=path_value)) -> None:
     """Which data sources are present under the data root, and how to get the missing ones."""
-    from ..data.cache import damaged_entries
+    from ..data.cache import damaged_entries, entry_names
     from ..data.datasets import available_sources, outdated_entries
     from ..data.sources import cache_root
 
@@ -702,8 +702,12 @@ def info(dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP, metavar="
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     cache = cache_root(root)
     if cache.is_dir():
-        size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
-        console.print(f"cache: {cache} ({size / 1e6:.1f} MB)", highlight=False, markup=False)
+        # its entries' files only: a data root whose .cache is another's (`SSMREPRO_DATA=~`:
+        # ~/.cache, every program's) was walked whole and counted as the datasets' cache
+        names = entry_names(cache)
+        size = sum(f.stat().st_size for n in names for f in (cache / n).rglob("*") if f.is_file())
+        console.print(f"cache: {cache} ({size / 1e6:.1f} MB in {len(names)} prepared "
+                      f"entr{'y' if len(names) == 1 else 'ies'})", highlight=False, markup=False)
         damaged = damaged_entries(cache)
         for entry, why in damaged:  # only presence was said: an entry a
             # command would remove and prepare again (minutes for Path-X) looked fine

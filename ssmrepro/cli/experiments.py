@@ -619,6 +619,17 @@ def _warmup_notes(runs: list) -> list[str]:
     return out
 
 
+def _refuse_device_of_env(ctx: typer.Context, device: str) -> None:
+    """Refuse a ``--device`` that came from $SSMREPRO_DEVICE and is no device's name, naming the
+    variable (`SSMREPRO_DEVICE=gpu`, blank, a line break of an env file): the refusal said
+    `--device 'gpu': expected ...`, an option the command line did not give. Called where the
+    device is used (`bench scans` takes no --device, and ignores the variable)."""
+    if (getattr(ctx.get_parameter_source("device"), "name", "") == "ENVIRONMENT"
+            and not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device)):
+        fail([f"$SSMREPRO_DEVICE={device!r} (the default of --device): expected auto, cpu, cuda "
+              "or cuda:N"])
+
+
 @command(interrupted=lambda options: PLANNED if options.get("dry_run") else RESUME)
 def run(
     ctx: typer.Context,
@@ -689,6 +700,7 @@ def run(
     if no_estimate and not dry_run:
         fail(["--no-estimate needs --dry-run"])
     out_console = err_console if as_json else console
+    _refuse_device_of_env(ctx, device)
     if engine == "ray" and not dry_run:  # the cluster's devices decide; the worker picks backend
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
             fail([f"--device {device!r}: expected auto, cpu, cuda or cuda:N"])
@@ -1122,6 +1134,7 @@ def bench(
         fail([f"unknown workload {workload!r} (have {', '.join(WORKLOADS)})"])
     if not 0.1 <= seconds <= 3600:  # also NaN
         fail([f"--seconds {seconds}: expected a measuring time from 0.1 to 3600 seconds"])
+    _refuse_device_of_env(ctx, device)
     dev = select_device(device)
     given = short_name(packs_text)  # (5,000 digits were repeated whole in the refusal)
     # every item a size: '1,,2' read as 1,2 (an empty item, a slip, dropped without a word); a

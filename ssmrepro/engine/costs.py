@@ -40,6 +40,7 @@ from ..util import (
     env_path,
     expand_user,
     flush_denormals,
+    os_reason,
     read_small,
     source_tree_problem,
     stray_name,
@@ -89,9 +90,8 @@ def cache_file() -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
             pass
-    except OSError as err:
-        why = "not a folder" if folder.exists() and not folder.is_dir() else (
-            err.strerror or str(err)).lower()
+    except OSError as err:  # (os_reason: a symbolic link to nothing said 'file exists')
+        why = "not a folder" if folder.exists() and not folder.is_dir() else os_reason(err)
         raise SpecError([f"{CACHE_ENV}={raw!r}: cannot hold the planner's cost cache ({why}); "
                          "give a folder that can be written, or unset it"]) from None
     return folder / "costs.json"
