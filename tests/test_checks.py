@@ -543,3 +543,22 @@ def test_r59e_an_expression_zero_but_for_rounding_is_zero():
                      "value": 0})[0][0] == "FAIL"  # 5e-11 apart: no rounding
     assert verdicts({"text": "t", "metric": "round(test.acc, 1) / 1e12", "op": "<=",
                      "value": 0})[0][0] == "FAIL"
+
+
+def test_r59i_size_order_no_label_solving_a_finished_grid_fails():
+    """A finished grid where no label reaches the threshold at any size stayed MISSING ('no
+    group where any label reaches the threshold') for ever, though nothing left to train could
+    change it, while recall_frontier FAILs on '0 frontier points': it FAILs now, saying the
+    largest size tried; with a cell not finished (it may still solve), MISSING."""
+    runs = grid(["A", "B"], [8, 16])
+    so = {"check": "size_order", "text": "A first", "labels": ["A", "B"], "size": "model.d",
+          "group_by": [], "threshold": 0.5}
+    for strict in (True, False):
+        v = judge([{**so, "strict": strict}], runs, [0.1, 0.2, 0.1, 0.3])[0]
+        assert v.verdict == "FAIL", v
+        assert "no label reaches test.acc >= 0.5 in any group (d up to 16)" in v.detail, v.detail
+    v = judge([so], runs, [0.1, 0.2, 0.1, None])[0]
+    assert v.verdict == "MISSING" and "1 of 4 needed cells not finished" in v.detail, v.detail
+    v = judge([so], runs, [0.1, 0.2, 0.1, 0.3], status={3: "diverged"})[0]
+    assert v.verdict == "FAIL" and "1 diverged" in v.detail, v.detail
+    assert judge([so], runs, [0.9, 0.9, 0.1, 0.6])[0].verdict == "PASS"

@@ -1630,8 +1630,16 @@ def size_order(ctx: CheckContext, cfg: SizeOrderConfig) -> list[Verdict]:
                     viol += 1
                 elif a < b:
                     strictly[i] = True
-        if not informative:
-            return Outcome(None, "no group where any label reaches the threshold")
+        # the cells without a value (diverged: unsolved, ∞ where no other cell of the label
+        # solves) said, as the threshold check says them
+        n_nan = int(np.isnan(_metric(cells, cfg.metric)).sum())
+        nan = f"; {_nan_text(cells, cfg.metric, n_nan)}" if n_nan else ""
+        if not informative:  # a finished grid no label solves is a result, as a frontier of 0
+            # points (it stayed MISSING for ever: nothing left to train could decide it)
+            return Outcome(None if len(cells) < len(needed) else False,
+                           f"no label reaches {cfg.metric} >= {cfg.threshold} in any group "
+                           f"({cfg.size.split('.')[-1]} up to "
+                           f"{fmt_num(cells[cfg.size].astype(float).max())}){nan}")
         lax = [f"{a} vs {b}" for (a, b), s in zip(zip(cfg.labels, cfg.labels[1:]), strictly)
                if not s]
         ok = viol <= cfg.allowed_violations and (not cfg.strict or not lax)
@@ -1640,12 +1648,7 @@ def size_order(ctx: CheckContext, cfg: SizeOrderConfig) -> list[Verdict]:
         detail = f"smallest solving {cfg.size.split('.')[-1]} per group: {'; '.join(shown)}"
         detail += f"; {viol} out of order" + (f"; never strictly: {', '.join(lax)}"
                                               if cfg.strict and lax else "")
-        # the cells without a value (diverged: unsolved, ∞ where no other cell of the label
-        # solves) said, as the threshold check says them
-        n_nan = int(np.isnan(_metric(cells, cfg.metric)).sum())
-        if n_nan:
-            detail += f"; {_nan_text(cells, cfg.metric, n_nan)}"
-        return Outcome(ok, detail)
+        return Outcome(ok, detail + nan)
 
     return [judge(text, needed, evaluate, cfg)]
 
