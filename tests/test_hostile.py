@@ -29744,3 +29744,18 @@ def test_r59b_column_names_with_spaces_at_their_ends_are_their_columns(tmp_path,
     table.write_text(head + ", metric.test.acc\n" + rest.replace("\n", ",0.5\n"))
     with pytest.raises(TableError, match="column 'metric.test.acc' given twice"):
         read_results(table)
+
+
+def test_r59i_a_slope_tol_on_the_parameter_count_is_bounded(tmp_path):
+    """`loglog_slope` of test.loss vs `n_params` with `tol: 1e308`: accepted (no config column
+    gave x, so the tolerance was not bounded) and PASSed any slope. Refused now, each run's
+    parameter count giving its x; a tol some slope can miss is taken."""
+    slope = {"text": "t", "check": "loglog_slope", "metric": "test.loss", "x": "n_params",
+             "expected": -1.0, "tol": 1e308}
+    sweep = [{"grid": {"model.d_model": [4, 8, 16]}}]
+    res = _invoke("validate", write_spec(tmp_path, seeds=[0], sweep=sweep, claims=[slope]))
+    _assert_refused(res, "claims.0.tol: -1 ± 1e+308 holds every slope of log test.loss vs log "
+                    "n_params", "the closest values of n_params are 0.6931 apart in log")
+    res = _invoke("validate", write_spec(tmp_path, seeds=[0], sweep=sweep,
+                                         claims=[{**slope, "tol": 0.5}]))
+    assert res.exit_code == 0, res.output

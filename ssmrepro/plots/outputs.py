@@ -938,14 +938,19 @@ def _any_slope(path: str, key: str, cfg: LogLogSlopeConfig, runs: list,
     slope is fitted per profile and group (``where``, ``group_by``) of at least ``min_points``
     values of x, so g is the least over those of every profile: one profile's gap alone (`run
     --profile smoke`, two widths) refused a tol that the paper profile's grid can fail, and the
-    gap of every profile's x pooled (`validate`) let pass one that no group can fail."""
-    if index is None or any(not has_column(index.cells, k)
-                            for k in (cfg.x, *cfg.where, *cfg.group_by)):
+    gap of every profile's x pooled (`validate`) let pass one that no group can fail. An x of
+    ``n_params`` is each run's count as its record will hold it (``_param_counts``; `tol:
+    1e308` on it was accepted, no column of the config giving x)."""
+    if index is None or any(not has_column(index.cells, k) for k in (*cfg.where, *cfg.group_by)):
+        return []
+    xs_of = (index.values(cfg.x) if has_column(index.cells, cfg.x)
+             else _param_counts(runs) if cfg.x == N_PARAMS else None)
+    if xs_of is None:  # (a task that cannot be built here: not judged)
         return []
     groups: dict[tuple, set[float]] = {}  # (profile, group) -> its positive x
     for pos in index.positions(cfg.where) if cfg.where else range(len(runs)):
         try:  # (a run without the key, or text: no point; text is refused)
-            x = float(index.values(cfg.x)[pos])
+            x = float(xs_of[pos])
         except (TypeError, ValueError):
             continue
         group = (runs[pos].profile, *(str(index.values(k)[pos]) for k in cfg.group_by))
