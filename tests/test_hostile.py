@@ -29759,3 +29759,18 @@ def test_r59i_a_slope_tol_on_the_parameter_count_is_bounded(tmp_path):
     res = _invoke("validate", write_spec(tmp_path, seeds=[0], sweep=sweep,
                                          claims=[{**slope, "tol": 0.5}]))
     assert res.exit_code == 0, res.output
+
+
+def test_r59i_an_analytic_specs_slope_tol_is_bounded_by_its_grid(tmp_path):
+    """yu2025-fig5 with `tol: 1e308` on its c slope: accepted (an analytic spec has no runs, so
+    its tolerance was not bounded) and PASSed any slope. Refused now, by the least gap of log
+    c in its grid; the committed tolerance is taken."""
+    raw = yaml.safe_load((ROOT / "experiments/yu2025/yu2025-fig5.yaml").read_text())
+    raw["id"] = "t-fig5"
+    path = tmp_path / "t-fig5.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    assert _invoke("validate", path).exit_code == 0
+    raw["claims"][0]["tol"] = 1e308
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    _assert_refused(_invoke("validate", path), "claims.0.tol: 3 ± 1e+308 holds every slope of "
+                    "log ratio_w vs log c", "the closest values of c are 1.099 apart in log")
