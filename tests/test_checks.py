@@ -543,3 +543,51 @@ def test_r59e_an_expression_zero_but_for_rounding_is_zero():
                      "value": 0})[0][0] == "FAIL"  # 5e-11 apart: no rounding
     assert verdicts({"text": "t", "metric": "round(test.acc, 1) / 1e12", "op": "<=",
                      "value": 0})[0][0] == "FAIL"
+
+
+def test_r59i_size_order_no_label_solving_a_finished_grid_fails():
+    """A finished grid where no label reaches the threshold at any size stayed MISSING ('no
+    group where any label reaches the threshold') for ever, though nothing left to train could
+    change it, while recall_frontier FAILs on '0 frontier points': it FAILs now, saying the
+    largest size tried; with a cell not finished (it may still solve), MISSING."""
+    runs = grid(["A", "B"], [8, 16])
+    so = {"check": "size_order", "text": "A first", "labels": ["A", "B"], "size": "model.d",
+          "group_by": [], "threshold": 0.5}
+    for strict in (True, False):
+        v = judge([{**so, "strict": strict}], runs, [0.1, 0.2, 0.1, 0.3])[0]
+        assert v.verdict == "FAIL", v
+        assert "no label reaches test.acc >= 0.5 in any group (d up to 16)" in v.detail, v.detail
+    v = judge([so], runs, [0.1, 0.2, 0.1, None])[0]
+    assert v.verdict == "MISSING" and "1 of 4 needed cells not finished" in v.detail, v.detail
+    v = judge([so], runs, [0.1, 0.2, 0.1, 0.3], status={3: "diverged"})[0]
+    assert v.verdict == "FAIL" and "1 diverged" in v.detail, v.detail
+    assert judge([so], runs, [0.9, 0.9, 0.1, 0.6])[0].verdict == "PASS"
+
+
+def test_r59i_a_scaled_difference_zero_but_for_rounding_is_zero():
+    """`1000 * (val.acc - test.acc) >= 0` (per mille) or `(val.acc - test.acc) / 0.001` at
+    means 0.85 and 0.8500000000000001 FAILed, 'ours: -1.11e-13', while the unscaled difference
+    PASSed at 0.0: the span within rounding was judged against the metrics' size, not against
+    what rounding alone makes it. Both are 0.0 now; a step (`floor`), a ratio of two rounding
+    differences and a real difference of tiny values keep their value."""
+    runs = [Run("A", {"model.d": 4}, s) for s in (0, 1)]
+    df = pd.DataFrame([{"run_id": f"r{i}", "label": "A", "seed": r.seed, "status": "ok",
+                        "test.acc": t, "val.acc": 0.85, "test.loss": 1.0 + i * 1e-10,
+                        "val.loss": 1.0, "train.loss": 1e-5 + i * 2e-10, **r.flat()}
+                       for i, (r, t) in enumerate(zip(runs, (0.8, 0.9)))])
+    cells = aggregate(df, runs, "mean", ["test.acc", "val.acc", "test.loss", "val.loss",
+                                        "train.loss"])
+
+    def verdict(metric, op=">=", value=0):
+        spec = SimpleNamespace(claims=[{"text": "t", "metric": metric, "op": op,
+                                        "value": value}], paper_values=[], claim="c")
+        v = [v for v in verify(spec, cells, cell_keys(runs)) if v.kind == "claim"][0]
+        return v.verdict, v.ours
+
+    for m in ("1000 * (val.acc - test.acc)", "(val.acc - test.acc) / 0.001",
+              "(val.acc - test.acc) * 1e6"):
+        assert verdict(m) == ("PASS", 0.0), m
+    assert verdict("floor(val.acc - test.acc)") == ("FAIL", -1.0)
+    assert verdict("(val.acc - test.acc) / (test.loss - val.loss)")[0] == "FAIL"
+    assert verdict("1000 * (val.loss - test.loss)") == ("PASS", 0.0)  # 5e-11 apart at 1
+    assert verdict("1000 * (1e-5 - train.loss)")[0] == "FAIL"  # 1e-10 apart at 1e-5: real

@@ -30465,3 +30465,33 @@ def test_r59c_a_stray_character_in_the_project_root_variable_is_named(tmp_path):
         res = _invoke("list", env={"SSMREPRO_ROOT": value})
         _assert_refused(res, "$SSMREPRO_ROOT=", shown, "a stray character")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_r59i_a_slope_tol_on_the_parameter_count_is_bounded(tmp_path):
+    """`loglog_slope` of test.loss vs `n_params` with `tol: 1e308`: accepted (no config column
+    gave x, so the tolerance was not bounded) and PASSed any slope. Refused now, each run's
+    parameter count giving its x; a tol some slope can miss is taken."""
+    slope = {"text": "t", "check": "loglog_slope", "metric": "test.loss", "x": "n_params",
+             "expected": -1.0, "tol": 1e308}
+    sweep = [{"grid": {"model.d_model": [4, 8, 16]}}]
+    res = _invoke("validate", write_spec(tmp_path, seeds=[0], sweep=sweep, claims=[slope]))
+    _assert_refused(res, "claims.0.tol: -1 ± 1e+308 holds every slope of log test.loss vs log "
+                    "n_params", "the closest values of n_params are 0.6931 apart in log")
+    res = _invoke("validate", write_spec(tmp_path, seeds=[0], sweep=sweep,
+                                         claims=[{**slope, "tol": 0.5}]))
+    assert res.exit_code == 0, res.output
+
+
+def test_r59i_an_analytic_specs_slope_tol_is_bounded_by_its_grid(tmp_path):
+    """yu2025-fig5 with `tol: 1e308` on its c slope: accepted (an analytic spec has no runs, so
+    its tolerance was not bounded) and PASSed any slope. Refused now, by the least gap of log
+    c in its grid; the committed tolerance is taken."""
+    raw = yaml.safe_load((ROOT / "experiments/yu2025/yu2025-fig5.yaml").read_text())
+    raw["id"] = "t-fig5"
+    path = tmp_path / "t-fig5.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    assert _invoke("validate", path).exit_code == 0
+    raw["claims"][0]["tol"] = 1e308
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    _assert_refused(_invoke("validate", path), "claims.0.tol: 3 ± 1e+308 holds every slope of "
+                    "log ratio_w vs log c", "the closest values of c are 1.099 apart in log")

@@ -363,7 +363,12 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if isinstance(cfg, LogLogSlopeConfig) and runs and set(spec.profiles) <= {
                 r.profile for r in runs}:  # (as a frontier's factor: one profile's grid, as
             # `run --profile smoke` validates, refused a tol its paper grid can fail)
-            errors += _any_slope(path, key, cfg, runs, run_index, spread, claim_max)
+            errors += _any_slope(path, key, cfg, run_index, [r.profile for r in runs], spread,
+                                 claim_max, runs)
+        if isinstance(cfg, LogLogSlopeConfig) and spec.analytic is not None:  # (its grid, the
+            # table of every profile: `tol: 1e308` on yu2025-fig5 was accepted)
+            grid = CellIndex(_analytic_grid(spec))
+            errors += _any_slope(path, key, cfg, grid, [""] * len(grid.cells), spread, None)
         if isinstance(cfg, RecallFrontierConfig) and runs and set(spec.profiles) <= {
                 r.profile for r in runs}:  # (one profile's runs, as `run` validates, are not
             # judged: a factor beyond that profile's grid alone is no factor beyond the paper's)
@@ -927,9 +932,9 @@ def _any_accuracy(path: str, key: str, metric: str, tol: float,
             f"[{rng[0]:g}, {rng[1]:g}]{hint})"]
 
 
-def _any_slope(path: str, key: str, cfg: LogLogSlopeConfig, runs: list,
-               index: CellIndex | None, spread: dict[str, str],
-               loss_max: float | None) -> list[str]:
+def _any_slope(path: str, key: str, cfg: LogLogSlopeConfig, index: CellIndex | None,
+               profiles: list[str], spread: dict[str, str], loss_max: float | None,
+               runs: list | None = None) -> list[str]:
     """A ``loglog_slope`` tolerance so wide that ``expected ± tol`` holds every slope the runs
     can give: the claim cannot fail (`tol: 1e308` PASSed any slope). A fitted slope is at most
     (H - L) / g in magnitude, where log metric lies in [L, H] (a positive float64, at most the
@@ -938,17 +943,23 @@ def _any_slope(path: str, key: str, cfg: LogLogSlopeConfig, runs: list,
     slope is fitted per profile and group (``where``, ``group_by``) of at least ``min_points``
     values of x, so g is the least over those of every profile: one profile's gap alone (`run
     --profile smoke`, two widths) refused a tol that the paper profile's grid can fail, and the
-    gap of every profile's x pooled (`validate`) let pass one that no group can fail."""
-    if index is None or any(not has_column(index.cells, k)
-                            for k in (cfg.x, *cfg.where, *cfg.group_by)):
+    gap of every profile's x pooled (`validate`) let pass one that no group can fail. An x of
+    ``n_params`` is each run's count as its record will hold it (``_param_counts``; `tol:
+    1e308` on it was accepted, no column of the config giving x). ``index`` holds a row per
+    run (or per point of an analytic spec's grid), ``profiles`` the profile of each."""
+    if index is None or any(not has_column(index.cells, k) for k in (*cfg.where, *cfg.group_by)):
+        return []
+    xs_of = (index.values(cfg.x) if has_column(index.cells, cfg.x)
+             else _param_counts(runs) if cfg.x == N_PARAMS and runs else None)
+    if xs_of is None:  # (a task that cannot be built here: not judged)
         return []
     groups: dict[tuple, set[float]] = {}  # (profile, group) -> its positive x
-    for pos in index.positions(cfg.where) if cfg.where else range(len(runs)):
+    for pos in index.positions(cfg.where) if cfg.where else range(len(profiles)):
         try:  # (a run without the key, or text: no point; text is refused)
-            x = float(index.values(cfg.x)[pos])
+            x = float(xs_of[pos])
         except (TypeError, ValueError):
             continue
-        group = (runs[pos].profile, *(str(index.values(k)[pos]) for k in cfg.group_by))
+        group = (profiles[pos], *(str(index.values(k)[pos]) for k in cfg.group_by))
         if np.isfinite(x) and x > 0:
             groups.setdefault(group, set()).add(x)
     gaps = [float(np.min(np.diff(np.log(sorted(xs))))) for xs in groups.values()
@@ -1522,17 +1533,23 @@ def _parsed_claims(spec: Spec):
             continue
 
 
-def _analytic_where_problems(spec: Spec) -> list[str]:
-    """``where_problems`` of an analytic spec: a claim's (or figure's) ``where`` that matches no
-    point of ``analytic.grid`` (yu2025-fig5 with L = 100 left out of its grid: its two claims
-    at L = 100 stayed MISSING for ever, where a training spec's are refused). The points are
+def _analytic_grid(spec: Spec) -> pd.DataFrame:
+    """The points of an analytic spec's ``analytic.grid`` (with its ``params``), a row each,
     listed, not computed."""
     import itertools
 
     a = spec.analytic
     keys = list(a.grid)
-    cells = pd.DataFrame([{LABEL: THEORY_LABEL, **dict(zip(keys, vals)), **a.params}
-                          for vals in itertools.product(*(a.grid[k] for k in keys))])
+    return pd.DataFrame([{LABEL: THEORY_LABEL, **dict(zip(keys, vals)), **a.params}
+                         for vals in itertools.product(*(a.grid[k] for k in keys))])
+
+
+def _analytic_where_problems(spec: Spec) -> list[str]:
+    """``where_problems`` of an analytic spec: a claim's (or figure's) ``where`` that matches no
+    point of ``analytic.grid`` (yu2025-fig5 with L = 100 left out of its grid: its two claims
+    at L = 100 stayed MISSING for ever, where a training spec's are refused). The points are
+    listed, not computed."""
+    cells = _analytic_grid(spec)
     index = CellIndex(cells)
     path = spec.path or spec.id
     errors: list[str] = []

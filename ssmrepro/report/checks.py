@@ -706,17 +706,26 @@ def _metric(cells: pd.DataFrame, metric: str) -> np.ndarray:
 def _zero_but_for_rounding(metric: str, env: dict[str, float], value: float) -> float:
     """0.0 where the expression ``metric``'s ``value`` is 0 but for rounding: 0 lies within
     the values it takes with each metric anywhere within rounding of its own (relative 1e-9,
-    as ``close``: a mean of seeds is rounded), and those span little beside the metrics (an
-    expression the interval arithmetic cannot follow, ``round(x, 1)``, spans any value).
+    as ``close``: a mean of seeds is rounded), and those span that much by rounding alone: they
+    narrow as the rounding does (an expression the interval arithmetic cannot follow,
+    ``round(x, 1)``, spans any value; ``floor(a - b)`` spans [-1, 0] however close a and b).
     ``close`` compares relatively, so nothing but 0 is within rounding of 0: `val.acc -
     test.acc >= 0` FAILed for means 0.85 and 0.8500000000000001 (seeds 0.8 and 0.9), printed
-    'ours: -1.11e-16', while `test.acc <= 0.85` PASSed."""
+    'ours: -1.11e-16', while `test.acc <= 0.85` PASSed. A span judged against the metrics'
+    size instead kept the rounding of a scaled difference: `1000 * (val.acc - test.acc) >= 0`
+    (per mille) still FAILed, 'ours: -1.11e-13'."""
     if value == 0.0 or not math.isfinite(value):
         return value
-    lo, hi = expr.interval(metric, lambda n: (env[n] - 1e-9 * abs(env[n]),
-                                              env[n] + 1e-9 * abs(env[n])) if n in env else None)
-    scale = max([abs(value), *(abs(v) for v in env.values())])
-    return 0.0 if lo <= 0.0 <= hi and hi - lo <= 1e-6 * scale else value
+
+    def span(rel: float) -> tuple[float, float]:
+        return expr.interval(metric, lambda n: (env[n] - rel * abs(env[n]),
+                                                env[n] + rel * abs(env[n])) if n in env else None)
+
+    lo, hi = span(1e-9)
+    if not lo <= 0.0 <= hi or hi - lo >= expr.MAX_MAGNITUDE:
+        return value
+    lo_, hi_ = span(1e-12)  # (only where 0 is within reach: the common case costs one span)
+    return 0.0 if hi_ - lo_ <= 1e-2 * (hi - lo) else value
 
 
 def _group_name(g: pd.DataFrame, by: list[str]) -> tuple[str, ...]:
@@ -1630,8 +1639,16 @@ def size_order(ctx: CheckContext, cfg: SizeOrderConfig) -> list[Verdict]:
                     viol += 1
                 elif a < b:
                     strictly[i] = True
-        if not informative:
-            return Outcome(None, "no group where any label reaches the threshold")
+        # the cells without a value (diverged: unsolved, ∞ where no other cell of the label
+        # solves) said, as the threshold check says them
+        n_nan = int(np.isnan(_metric(cells, cfg.metric)).sum())
+        nan = f"; {_nan_text(cells, cfg.metric, n_nan)}" if n_nan else ""
+        if not informative:  # a finished grid no label solves is a result, as a frontier of 0
+            # points (it stayed MISSING for ever: nothing left to train could decide it)
+            return Outcome(None if len(cells) < len(needed) else False,
+                           f"no label reaches {cfg.metric} >= {cfg.threshold} in any group "
+                           f"({cfg.size.split('.')[-1]} up to "
+                           f"{fmt_num(cells[cfg.size].astype(float).max())}){nan}")
         lax = [f"{a} vs {b}" for (a, b), s in zip(zip(cfg.labels, cfg.labels[1:]), strictly)
                if not s]
         ok = viol <= cfg.allowed_violations and (not cfg.strict or not lax)
@@ -1640,12 +1657,7 @@ def size_order(ctx: CheckContext, cfg: SizeOrderConfig) -> list[Verdict]:
         detail = f"smallest solving {cfg.size.split('.')[-1]} per group: {'; '.join(shown)}"
         detail += f"; {viol} out of order" + (f"; never strictly: {', '.join(lax)}"
                                               if cfg.strict and lax else "")
-        # the cells without a value (diverged: unsolved, ∞ where no other cell of the label
-        # solves) said, as the threshold check says them
-        n_nan = int(np.isnan(_metric(cells, cfg.metric)).sum())
-        if n_nan:
-            detail += f"; {_nan_text(cells, cfg.metric, n_nan)}"
-        return Outcome(ok, detail)
+        return Outcome(ok, detail + nan)
 
     return [judge(text, needed, evaluate, cfg)]
 
