@@ -1714,8 +1714,11 @@ class Store:
                            f"used: written again from the run records; the rows of "
                            f"{len(wanted):,} planned run(s) without a record that it may hold "
                            "are not kept: correct the committed table and run again)")
-            if "run_id" in old:
-                keep = old[old["run_id"].astype(str).isin(wanted)]
+            if "run_id" in old:  # and the rows under ids no run has (an older code version's,
+                # one a spreadsheet mangled: '1.23E+47'), which the outputs stage reads as their
+                # runs' or drops with a warning (``profile_table``): they were lost unsaid
+                ids = old["run_id"].astype(str)
+                keep = old[ids.isin(wanted) | ~ids.isin({r.run_id for r in runs} | have)]
                 df = keep if df.empty else pd.concat([df, keep], ignore_index=True)
         # no run has a row: no table. A 1-byte file without columns (every pack lost, e.g. its
         # workers killed, or the disk full) made the same command's plot step, and `plot`,
@@ -2162,12 +2165,20 @@ def normalize_table(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         return df
     df = decode_config_cells(df)
-    if not any(is_metric_column(c) for c in df.columns):
-        known = set(RUN_COLUMNS) | set(INFO_COLUMNS)
-        df = df.rename(columns={c: METRIC_PREFIX + c for c in df.columns
-                                if c not in known and not c.startswith(CONFIG_PREFIXES)
-                                and not c.startswith(KERNELS_PREFIX)})
-    return df
+    bare = bare_metric_columns(df.columns)
+    return df.rename(columns={c: METRIC_PREFIX + c for c in bare}) if bare else df
+
+
+def bare_metric_columns(columns: Iterable[str]) -> list[str]:
+    """The columns of a table of the older layout, whose metrics are not in the metric namespace
+    (``ratio_w``, not ``metric.ratio_w``): each but a run's, config and kernel columns; none
+    when any column is ``metric.``-named (the current layout)."""
+    columns = [str(c) for c in columns]
+    if any(is_metric_column(c) for c in columns):
+        return []
+    known = set(RUN_COLUMNS) | set(INFO_COLUMNS)
+    return [c for c in columns if c not in known and not c.startswith(CONFIG_PREFIXES)
+            and not c.startswith(KERNELS_PREFIX)]
 
 
 TEXT_COLUMNS = ("run_id", "profile", "label", "status", "stop_reason")
@@ -2196,10 +2207,11 @@ _NA_TEXT = ("#N/A N/A", "#N/A", "N/A", "n/a", "NA", "<NA>", "#NA", "NULL", "null
 
 def read_table(path: Path, required: tuple[str, ...] = (), numeric=(), **kw) -> pd.DataFrame:
     """``pd.read_csv`` of a table this project wrote, checked: it parses, has the ``required``
-    columns, and the columns ``numeric`` names (a list, or a predicate on the column name) hold
-    numbers, a missing one an empty cell as written (``_missing_typed``); else ``TableError``
-    naming the cell. Read as written, too, what a spreadsheet adds: a text column's spaces at
-    its ends (`` abc123 ``, a run id no run has) and rows of empty cells after the last."""
+    columns, and the columns ``numeric`` names (a list, or a function of the table's column
+    names giving one) hold numbers, a missing one an empty cell as written
+    (``_missing_typed``); else ``TableError`` naming the cell. Read as written, too, what a
+    spreadsheet adds: a text column's spaces at its ends (`` abc123 ``, a run id no run has)
+    and rows of empty cells after the last."""
     fix = "delete it to rebuild it from the run records (or re-run the runs)"
     try:  # a FIFO or device in its place would block or never end: a regular file only
         data = read_small(path, MAX_TABLE_BYTES, follow_links=True)
@@ -2241,7 +2253,7 @@ def read_table(path: Path, required: tuple[str, ...] = (), numeric=(), **kw) -> 
     if missing:
         raise TableError(f"{path}: not a table of this project (no column {', '.join(missing)}"
                          f"{_other_separator(header)}); {fix}")
-    cols = [c for c in df.columns if numeric(c)] if callable(numeric) else list(numeric)
+    cols = list(dict.fromkeys(numeric(list(df.columns)) if callable(numeric) else numeric))
     for c in cols:  # 'True' / 'False' read as a bool column, numeric to pandas (a test.acc
         # of True was judged as 1.0)
         if c in df.columns and (not pd.api.types.is_numeric_dtype(df[c])
@@ -2337,8 +2349,10 @@ def read_results(path: Path) -> pd.DataFrame:
     """Read a results*.csv (current or older layout) as ``normalize_table`` gives it. Text
     columns stay text: an empty label stays '' (not NaN, which matches no cell) and a run id of
     digits keeps its leading zeros. ``TableError`` when the file is not such a table."""
-    df = read_table(path, ("label",), numeric=lambda c: c in NUMBER_COLUMNS or  # analytic
-                    is_metric_column(c), dtype={c: str for c in TEXT_COLUMNS})  # tables: no run_id
+    df = read_table(path, ("label",), numeric=lambda cols: [  # analytic tables: no run_id
+        c for c in cols if c in NUMBER_COLUMNS or is_metric_column(c)] + bare_metric_columns(
+        cols), dtype={c: str for c in TEXT_COLUMNS})  # (an older table's metrics: 'n/a' in
+    # ratio_w, not metric.ratio_w, was read as not measured without a word)
     for c in TEXT_COLUMNS:
         if c in df:
             df[c] = df[c].fillna("")

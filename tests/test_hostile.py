@@ -30495,3 +30495,66 @@ def test_r59i_an_analytic_specs_slope_tol_is_bounded_by_its_grid(tmp_path):
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     _assert_refused(_invoke("validate", path), "claims.0.tol: 3 ± 1e+308 holds every slope of "
                     "log ratio_w vs log c", "the closest values of c are 1.099 apart in log")
+
+
+def test_r59l_a_number_typed_as_missing_in_an_older_tables_metric_is_refused(tmp_path):
+    """An older table's metric columns are not `metric.`-named (yu2025-fig5's `ratio_w`):
+    'n/a' or 'NA' typed over one was read as not measured without a word, where the same in a
+    `metric.` column is refused. Refused alike; its empty cell is read as before."""
+    from ssmrepro.store import TableError, read_results
+
+    table = tmp_path / "results.csv"
+    for typed in ("n/a", "NA", "None"):
+        table.write_text(f"label,c,seed,ratio_w\ntheory,0.1,0,{typed}\ntheory,0.2,0,0.5\n")
+        with pytest.raises(TableError, match=f"column 'ratio_w' holds '{typed}' in row 2"):
+            read_results(table)
+    table.write_text("label,c,seed,ratio_w\ntheory,0.1,0,\ntheory,0.2,0,0.5\n")
+    df = read_results(table)
+    assert df["metric.ratio_w"].isna().tolist() == [True, False], df
+    table.write_text("label,c,seed,ratio_w\ntheory,0.1,0,abc\n")
+    with pytest.raises(TableError, match="column 'ratio_w' holds text .*'abc' in row 2"):
+        read_results(table)
+
+
+def test_r59l_committed_rows_under_ids_no_run_has_are_kept_beside_records(tmp_path,
+                                                                           two_profile_smoke):
+    """A committed row under a run id no planned run has (a spreadsheet's '1.23E+47', an older
+    code version's) of a run without a record, beside a recorded run: the row stood for its run
+    in a table read without records, but once one run had a record it was dropped without a
+    word, the table written again without it ('1 of 2 runs finished'). It stands for its run;
+    a row that stands for no planned run (the spec changed since) is dropped with a warning."""
+    from ssmrepro.store import read_results
+
+    spec, folder = _copy_trained(two_profile_smoke, tmp_path)
+    table = folder / "results-smoke.csv"
+    rid = read_results(table)["run_id"].iloc[1]
+    (folder / "runs" / f"{rid}.json").unlink()
+    _r59b_edit_cell(table, 1, "run_id", "1.23E+47")
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    assert "runs finished" not in res.output and "warning" not in res.output, res.output
+    assert "1.23E+47" in read_results(table)["run_id"].tolist()
+    _r59b_edit_cell(table, 1, "label", "S9")
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    assert "the row of run 1.23E+47 (S9, seed 0) has a cell or seed no run of the profile " \
+        "has now" in res.output, res.output
+    assert "1 of 2 runs finished" in res.output, res.output
+    assert read_results(table)["run_id"].tolist() == [read_results(table)["run_id"].iloc[0]]
+
+
+def test_r59l_a_partial_run_keeps_committed_rows_under_ids_no_run_has(tmp_path,
+                                                                      two_profile_smoke):
+    """`run --max-runs 1 --no-plot` in a fresh clone whose committed table holds a run's row
+    under an id no run has ('1.23E+47'): the table was written again from the trained run and
+    the rows of planned ids alone, that row lost without a word. It is kept, for the outputs
+    stage to read (``profile_table``)."""
+    from ssmrepro.store import read_results
+
+    spec, out, table = _fresh_clone(two_profile_smoke, tmp_path)
+    _r59b_edit_cell(table, 1, "run_id", "1.23E+47")
+    _r59b_edit_cell(table, 0, "run_id", "")
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--max-runs", "1",
+                  "--no-calibrate", "--workers", "1", "--no-plot")
+    assert res.exit_code == 0, res.output
+    assert "1.23E+47" in read_results(table)["run_id"].tolist(), res.output

@@ -1665,11 +1665,13 @@ def profile_table(spec: Spec, profile: str, root: Path, runs: list, store, tag: 
             n_own = len(own)
             own = _without_stale(own, runs, name)
             stale = len(own) < n_own
-    base = own if df.empty else df
+    # the own table's rows under older run ids stand for their runs (with records, too: a
+    # committed row under an id a spreadsheet mangled, '1.23E+47', or of an older code version
+    # was dropped without a word once one run had a record, its run read as not finished)
+    older = own if df.empty else _older_rows(own, runs, df, name)
+    base = own if df.empty else pd.concat([df, older], ignore_index=True)
     have = set(base["run_id"].astype(str)) if "run_id" in base else set()
-    todo = [r for r in runs if r.run_id not in have]
-    if df.empty:  # the own table as it is: its rows under older run ids stand for their runs
-        todo = _not_covered(own, todo)
+    todo = _not_covered(older, [r for r in runs if r.run_id not in have])
     sources = chain([] if df.empty else [own],
                     (t for _, t in _other_tables(spec, profile, root, tag)))
     extra = _committed_rows(todo, sources, profile)
@@ -1679,6 +1681,37 @@ def profile_table(spec: Spec, profile: str, root: Path, runs: list, store, tag: 
     n_rows = len(base)
     base = in_table_order(_without_other_data(base, store), runs)
     return ProfileTable(base, df, mine, not df.empty or stale or len(base) < n_rows)
+
+
+def _older_rows(own: pd.DataFrame, runs: list, recorded: pd.DataFrame,
+                name: str) -> pd.DataFrame:
+    """The rows of ``own`` (a profile's committed rows of runs without a record, beside the
+    ``recorded`` rows) under a run id no run of ``runs`` has that stand for a planned run
+    without a row (``_not_covered``: of its label and seed, contradicting none of its config),
+    as they do in a table read without any record. Those that stand for no planned run (the
+    spec changed since) are left out with a warning (``_without_stale``); those of a run that
+    has a record now, unsaid (the record replaces them)."""
+    if own.empty or RUN_ID not in own:
+        return own.iloc[:0]
+    older = own[~_row_ids(own).isin({r.run_id for r in runs})]
+    if older.empty:
+        return older
+    older = _without_stale(older, runs, name)
+    done = set(recorded[RUN_ID].astype(str)) if RUN_ID in recorded else set()
+    done |= set(own[RUN_ID].astype(str))
+    left: dict[tuple, list] = {}  # (label, seed) -> the planned runs without a row
+    for r in runs:
+        if r.run_id not in done:
+            left.setdefault((str(r.label), norm(r.seed)), []).append(r)
+    ids = _row_ids(older)
+    keep = []
+    for rid, pos in older.groupby(ids, sort=False).indices.items():
+        first = older.iloc[pos[0]]
+        cands = left.get((str(first[LABEL]), norm(first[SEED])), []) \
+            if {LABEL, SEED} <= set(older.columns) else []
+        if len(_not_covered(older.iloc[pos], cands)) < len(cands):
+            keep.append(rid)
+    return older[ids.isin(keep)]
 
 
 def _unrecorded(own: pd.DataFrame, recorded: pd.DataFrame) -> pd.DataFrame:
@@ -2454,8 +2487,8 @@ def _fill_config(df: pd.DataFrame, runs: list) -> pd.DataFrame:
 def _read_curves(path: Path) -> pd.DataFrame:
     """A committed curves table, its metric columns in range (``metric_range_problem``: an
     accuracy of 7 was drawn and kept); ``TableError`` else."""
-    df = read_table(path, (STEP,), numeric=lambda c: c in (STEP, SAMPLES) or
-                    c.endswith((".acc", ".loss", ".mse")))
+    df = read_table(path, (STEP,), numeric=lambda cols: [
+        c for c in cols if c in (STEP, SAMPLES) or c.endswith((".acc", ".loss", ".mse"))])
     for c in df.columns:
         why = metric_range_problem(c, df[c].tolist()) if c.endswith((".acc", ".loss", ".mse")) \
             else None
