@@ -30169,3 +30169,56 @@ def test_r59f_an_eof_error_escaping_a_command_is_a_bug_not_the_users_abort(tmp_p
     assert res.exit_code == 1 and "Aborted" not in res.output, res.output
     assert isinstance(res.exception, RuntimeError), res.exception
     assert "EOFError: Compressed file ended" in str(res.exception)
+
+
+def test_r59k_whole_rows_past_the_memory_available_now_are_not_damaged_data(tmp_path,
+                                                                            monkeypatch):
+    """The padding check took any padded array past the memory available at that moment for
+    damaged data: the release's AAN (147,086 pairs of 4,000 tokens, 588 MB) on a busy machine
+    was 'damaged', to download again with --force. Where rows padded to their median length do
+    not fit either, the data are whole: DataUnavailable saying the memory is short now, no
+    'damaged', no --force; one long row among short ones is damaged data as before."""
+    import ssmrepro.data.text as text
+    import ssmrepro.util as util
+    from ssmrepro.data import DataUnavailable, load_lra
+
+    data = _lra_copy(tmp_path)
+    monkeypatch.setattr(text, "PAD_CHECKED_BYTES", 0)
+    monkeypatch.setattr(util, "memory_available", lambda: 100)
+    with pytest.raises(DataUnavailable) as err:
+        load_lra("retrieval", "train", root=data, cache=False, min_freq=1, max_len=40)
+    said = " ".join(str(err.value).split())
+    assert "new_aan_pairs.train.tsv: example 1, its first text, the longest, and the 4 rows" in said
+    assert "more than the 100 bytes of memory available now" in said, said
+    assert "damaged" not in said and "--force" not in said, said
+    f = data / "lra/tsv_data/new_aan_pairs.train.tsv"
+    lines = f.read_text().splitlines()
+    fields = lines[2].split("\t")
+    fields[3] = "a" * 3000
+    lines[2] = "\t".join(fields)
+    f.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(util, "memory_available", lambda: 1000)
+    with pytest.raises(DataUnavailable) as err:
+        load_lra("retrieval", "train", root=data, cache=False, min_freq=1, max_len=5000)
+    said = " ".join(str(err.value).split())
+    assert "are damaged: " in said and "example 3, its first text: a sequence of 3,001" in said
+
+
+def test_r59k_an_aan_first_pair_whose_label_is_no_number_is_refused_not_skipped(tmp_path):
+    """A first AAN line whose label is no number ('1x', '1,0') was taken for a header and its
+    pair dropped without a word (the release's files have no header). Only a word ('label') is
+    a header now; the rest is damaged data naming the line."""
+    from ssmrepro.data import DataUnavailable, load_lra
+
+    data = _lra_copy(tmp_path)
+    f = data / "lra/tsv_data/new_aan_pairs.train.tsv"
+    good = f.read_text()
+    assert len(load_lra("retrieval", "train", root=data, cache=False, min_freq=1)) == 4
+    f.write_text("label\tid1\tid2\ttext1\ttext2\n" + good)
+    assert len(load_lra("retrieval", "train", root=data, cache=False, min_freq=1)) == 4
+    for label in ("1x", "1,0", "l1"):
+        f.write_text(good.replace("1.0", label, 1))
+        with pytest.raises(DataUnavailable) as err:
+            load_lra("retrieval", "train", root=data, cache=False, min_freq=1)
+        said = " ".join(str(err.value).split())
+        assert f"new_aan_pairs.train.tsv:1: label '{label}' is not a number" in said, said
