@@ -30222,3 +30222,33 @@ def test_r59k_an_aan_first_pair_whose_label_is_no_number_is_refused_not_skipped(
             load_lra("retrieval", "train", root=data, cache=False, min_freq=1)
         said = " ".join(str(err.value).split())
         assert f"new_aan_pairs.train.tsv:1: label '{label}' is not a number" in said, said
+
+
+def test_r59k_pathfinder_images_of_two_shapes_name_one_of_the_odd_shape(tmp_path):
+    """A release Pathfinder folder whose first image is 64 x 64 among 32 x 32 ones named the
+    second image, a whole one, as the example of another shape ('e.g. .../sample_1.png'). The
+    example is an image of the rarest shape now, with its shape and the others'."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from ssmrepro.data import DataUnavailable, load_lra
+
+    def png(side):
+        b = io.BytesIO()
+        Image.fromarray(np.zeros((side, side), np.uint8)).save(b, format="PNG")
+        return b.getvalue()
+
+    d = tmp_path / "lra/pathfinder32/curv_contour_length_14"
+    (d / "metadata").mkdir(parents=True)
+    (d / "imgs/0").mkdir(parents=True)
+    for i in range(6):
+        (d / f"imgs/0/sample_{i}.png").write_bytes(png(64 if i == 0 else 32))
+    (d / "metadata/0.npy").write_text("".join(f"imgs/0 sample_{i}.png 0 {i % 2}\n"
+                                              for i in range(6)))
+    with pytest.raises(DataUnavailable) as err:
+        load_lra("pathfinder", "train", root=tmp_path, accept_sources=["lra_release"],
+                 cache=False)
+    said = " ".join(str(err.value).split())
+    assert "imgs/0/sample_0.png, (64, 64), where 5 are (32, 32))" in said, said
