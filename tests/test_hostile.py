@@ -30558,3 +30558,86 @@ def test_r59l_a_partial_run_keeps_committed_rows_under_ids_no_run_has(tmp_path,
                   "--no-calibrate", "--workers", "1", "--no-plot")
     assert res.exit_code == 0, res.output
     assert "1.23E+47" in read_results(table)["run_id"].tolist(), res.output
+
+
+def test_r59k_whole_rows_past_the_memory_available_now_are_not_damaged_data(tmp_path,
+                                                                            monkeypatch):
+    """The padding check took any padded array past the memory available at that moment for
+    damaged data: the release's AAN (147,086 pairs of 4,000 tokens, 588 MB) on a busy machine
+    was 'damaged', to download again with --force. Where rows padded to their median length do
+    not fit either, the data are whole: DataUnavailable saying the memory is short now, no
+    'damaged', no --force; one long row among short ones is damaged data as before."""
+    import ssmrepro.data.text as text
+    import ssmrepro.util as util
+    from ssmrepro.data import DataUnavailable, load_lra
+
+    data = _lra_copy(tmp_path)
+    monkeypatch.setattr(text, "PAD_CHECKED_BYTES", 0)
+    monkeypatch.setattr(util, "memory_available", lambda: 100)
+    with pytest.raises(DataUnavailable) as err:
+        load_lra("retrieval", "train", root=data, cache=False, min_freq=1, max_len=40)
+    said = " ".join(str(err.value).split())
+    assert "new_aan_pairs.train.tsv: example 1, its first text, the longest, and the 4 rows" in said
+    assert "more than the 100 bytes of memory available now" in said, said
+    assert "damaged" not in said and "--force" not in said, said
+    f = data / "lra/tsv_data/new_aan_pairs.train.tsv"
+    lines = f.read_text().splitlines()
+    fields = lines[2].split("\t")
+    fields[3] = "a" * 3000
+    lines[2] = "\t".join(fields)
+    f.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(util, "memory_available", lambda: 1000)
+    with pytest.raises(DataUnavailable) as err:
+        load_lra("retrieval", "train", root=data, cache=False, min_freq=1, max_len=5000)
+    said = " ".join(str(err.value).split())
+    assert "are damaged: " in said and "example 3, its first text: a sequence of 3,001" in said
+
+
+def test_r59k_an_aan_first_pair_whose_label_is_no_number_is_refused_not_skipped(tmp_path):
+    """A first AAN line whose label is no number ('1x', '1,0') was taken for a header and its
+    pair dropped without a word (the release's files have no header). Only a word ('label') is
+    a header now; the rest is damaged data naming the line."""
+    from ssmrepro.data import DataUnavailable, load_lra
+
+    data = _lra_copy(tmp_path)
+    f = data / "lra/tsv_data/new_aan_pairs.train.tsv"
+    good = f.read_text()
+    assert len(load_lra("retrieval", "train", root=data, cache=False, min_freq=1)) == 4
+    f.write_text("label\tid1\tid2\ttext1\ttext2\n" + good)
+    assert len(load_lra("retrieval", "train", root=data, cache=False, min_freq=1)) == 4
+    for label in ("1x", "1,0", "l1"):
+        f.write_text(good.replace("1.0", label, 1))
+        with pytest.raises(DataUnavailable) as err:
+            load_lra("retrieval", "train", root=data, cache=False, min_freq=1)
+        said = " ".join(str(err.value).split())
+        assert f"new_aan_pairs.train.tsv:1: label '{label}' is not a number" in said, said
+
+
+def test_r59k_pathfinder_images_of_two_shapes_name_one_of_the_odd_shape(tmp_path):
+    """A release Pathfinder folder whose first image is 64 x 64 among 32 x 32 ones named the
+    second image, a whole one, as the example of another shape ('e.g. .../sample_1.png'). The
+    example is an image of the rarest shape now, with its shape and the others'."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from ssmrepro.data import DataUnavailable, load_lra
+
+    def png(side):
+        b = io.BytesIO()
+        Image.fromarray(np.zeros((side, side), np.uint8)).save(b, format="PNG")
+        return b.getvalue()
+
+    d = tmp_path / "lra/pathfinder32/curv_contour_length_14"
+    (d / "metadata").mkdir(parents=True)
+    (d / "imgs/0").mkdir(parents=True)
+    for i in range(6):
+        (d / f"imgs/0/sample_{i}.png").write_bytes(png(64 if i == 0 else 32))
+    (d / "metadata/0.npy").write_text("".join(f"imgs/0 sample_{i}.png 0 {i % 2}\n"
+                                              for i in range(6)))
+    with pytest.raises(DataUnavailable) as err:
+        load_lra("pathfinder", "train", root=tmp_path, accept_sources=["lra_release"],
+                 cache=False)
+    said = " ".join(str(err.value).split())
+    assert "imgs/0/sample_0.png, (64, 64), where 5 are (32, 32))" in said, said

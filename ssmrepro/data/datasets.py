@@ -506,6 +506,7 @@ DATASETS: dict[str, DatasetDef] = {
         prepare=_aan_prepare,
         hint=lambda s, r, c: _download_hint("lra", r),
         version=retrieval.PREPARE_VERSION,
+        checks=retrieval.CHECKS_VERSION,
     ),
     "image": DatasetDef(
         name="image",

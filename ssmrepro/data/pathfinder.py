@@ -58,6 +58,7 @@ import hashlib
 import json
 import math
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
@@ -1151,9 +1152,13 @@ def read_pathfinder_dir(directory: Path, threads: int = 4) -> tuple[np.ndarray, 
         raise DamagedSource(f"no readable images in {directory}")
     shapes = {decoded[i].shape for i in keep}
     if len(shapes) != 1:  # (named: a traceback's ValueError before)
-        first = next(entries[i][0] for i in keep if decoded[i].shape != decoded[keep[0]].shape)
+        count = Counter(decoded[i].shape for i in keep)
+        (common, n_common), = count.most_common(1)
+        odd = min(count, key=count.__getitem__)  # an image of the rarest shape (one of the
+        # others named a whole image where the folder's first was the odd one)
+        first = next(entries[i][0] for i in keep if decoded[i].shape == odd)
         raise DamagedSource(f"{directory}: images of different shapes {sorted(shapes)} (e.g. "
-                            f"{first})")
+                            f"{first}, {odd}, where {n_common:,} are {common})")
     images = np.stack([decoded[i] for i in keep])
     labels = np.array([entries[i][1] for i in keep], dtype=np.int64)
     return images, labels

@@ -30,6 +30,9 @@ SPLIT_FILES = {
 }
 N_CLASSES = 2
 PREPARE_VERSION = 2  # 2: a byte order mark no longer drops the first pair
+# what preparing refuses (``DatasetDef.checks``): 2: a first line whose label is no number and
+# no word ('1x') is refused (it was skipped as a header: a pair dropped without a word)
+CHECKS_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,8 @@ class RetrievalConfig:
 
 
 def read_aan_tsv(path: Path) -> tuple[np.ndarray, list[str], list[str]]:
-    """(labels (N,), texts1, texts2) of one AAN TSV. A non-numeric first line is taken as header."""
+    """(labels (N,), texts1, texts2) of one AAN TSV. A first line whose label is a word (letters
+    only) is taken as a header."""
     labels, t1, t2 = [], [], []
     for lineno, line in utf8_lines(path):
         if not line:
@@ -53,8 +57,8 @@ def read_aan_tsv(path: Path) -> tuple[np.ndarray, list[str], list[str]]:
         try:
             y = float(fields[0])
         except ValueError:
-            if lineno == 1:
-                continue  # header
+            if lineno == 1 and fields[0].strip().replace("_", "").isalpha():
+                continue  # a header ('label'); a first pair's label '1x' was skipped as one
             raise DamagedSource(f"{path}:{lineno}: label {fields[0]!r} is not a number") from None
         if not (math.isfinite(y) and y == int(y)):  # 'inf' raised OverflowError (a traceback),
             # 0.5 was cut to class 0 without a word
