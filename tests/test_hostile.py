@@ -29590,3 +29590,34 @@ def test_r59h_may_plan_builds_no_sweep_of_the_profiles_it_rules_out(tmp_path, mo
     start = time.perf_counter()
     assert not any(may_plan(ra, p, None, flats) for p in profiles)
     assert time.perf_counter() - start < 3.0
+
+
+def test_r59h_shared_homes_expands_no_profile_of_a_reused_spec_that_cannot_plan_the_runs(
+        tmp_path, monkeypatch):
+    """ra's smoke profile (its own max_steps) sweeps 90,000 points; rb reuses it. `run rb
+    --profile smoke` expanded ra's smoke profile whatever its settings: 34 s before rb's one run
+    started. That profile is ruled out as the others are (`may_plan`), not expanded."""
+    import ssmrepro.sweep as sweep_mod
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import shared_homes
+    from ssmrepro.sweep import expand
+
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    grid = {"model.d_model": list(range(8, 308)),
+            "model.blocks.SSM.mixer.d_state": list(range(1, 301))}
+    _r59h_seq_lm_specs(folder, ra_sweep=[{"grid": grid}], ra_profiles={
+        "smoke": {"set": {"train.max_steps": 3}}, "quick": {"set": {"train.max_steps": 4}},
+        "paper": {"set": {"train.max_steps": 5}}})
+    rb = load_spec(folder / "rb.yaml")
+    runs = expand(rb, "smoke")
+    expanded = []
+    real = sweep_mod.expand
+    monkeypatch.setattr(sweep_mod, "expand", lambda s, p, **k: expanded.append(p) or real(s, p, **k))
+    start = time.perf_counter()
+    assert shared_homes(rb, "smoke", None, tmp_path / "out", [r.run_id for r in runs],
+                        runs) == ({}, {})
+    assert expanded == [] and time.perf_counter() - start < 3.0
