@@ -29621,3 +29621,36 @@ def test_r59h_shared_homes_expands_no_profile_of_a_reused_spec_that_cannot_plan_
     assert shared_homes(rb, "smoke", None, tmp_path / "out", [r.run_id for r in runs],
                         runs) == ({}, {})
     assert expanded == [] and time.perf_counter() - start < 3.0
+
+
+def test_r59h_run_warns_of_a_reused_spec_that_reads_not_a_shared_runs_home(tmp_path,
+                                                                           monkeypatch):
+    """rc reuses ra and rb, neither reusing the other, and all three plan one run: `run rc`
+    records it in ra's store, which `run rb` does not read, so rb trained it again, without a
+    word. `run rc` says so, naming the fix (add ra to rb's reuse), and after it says nothing."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import shared_homes
+    from ssmrepro.sweep import expand
+
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    for name, reuse in (("ra", []), ("rb", []), ("rc", ["ra", "rb"])):
+        _one_run_spec(folder, name=name, train=train, reuse=reuse)
+    out = tmp_path / "out"
+    res = _invoke("run", "rc", "--profile", "smoke", "--out", out, "--no-plot",
+                  "--no-calibrate", "--workers", "1", env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0 and "trained 1 runs" in res.output, res.output
+    said = " ".join(res.output.split())
+    assert "1 run of this profile is planned by rb too, but recorded in ra's store, which `run " \
+           "rb` does not read (rb does not reuse ra): it would train it again; add ra to rb's " \
+           "reuse" in said, res.output
+    _one_run_spec(folder, name="rb", train=train, reuse=["ra"])
+    rc = load_spec(folder / "rc.yaml")
+    runs, unread = expand(rc, "smoke"), []
+    homes, _ = shared_homes(rc, "smoke", None, out, [r.run_id for r in runs], runs, unread)
+    assert homes == {runs[0].run_id: out / "tests/ra"} and unread == []
