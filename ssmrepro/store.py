@@ -2427,7 +2427,7 @@ def open_store(spec, out: Path | None = None, readonly: bool = False) -> Store:
 
 
 def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
-                 run_ids: Iterable[str], runs: Iterable = ()
+                 run_ids: Iterable[str], runs: Iterable = (), unread: list[str] | None = None
                  ) -> tuple[dict[str, Path], dict[str, tuple[str, ...]]]:
     """Run id -> root of the store where `run` of ``spec`` claims and records that run
     (``Store.homes``): the store of a spec it reuses (in turn) whose runs of the same profile and
@@ -2450,7 +2450,13 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
 
     ``runs``: the configs of those run ids, to find them among a reused spec's runs of its other
     profiles too, and of its profiles without ``overrides`` (a run only its paper profile
-    plans, or one that `--set` made and its sweep plans without, `run` of it trained again)."""
+    plans, or one that `--set` made and its sweep plans without, `run` of it trained again),
+    and to expand only the profiles that may plan them (``sweep.may_plan``); without them, the
+    same profile's runs alone are looked for.
+
+    ``unread``: a line is appended for each reused spec that plans some of the runs but reads
+    not their home (rc reusing ra and rb, neither reusing the other: the run shared by the
+    three is homed in ra's store, and `run rb` trains it again), naming the fix."""
     from .spec import SpecError
     from .sweep import expand, may_plan
 
@@ -2462,6 +2468,7 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
     having: dict[str, list] = {}  # run id -> (what a reused spec that has it keeps, the stores
     #                               that spec reads)
     flats: dict[str, dict] = {}  # run id -> its config (`may_plan`), worked out once
+    names: dict[Path, str] = {results_dir(spec, out): spec.id}  # store root -> its spec's id
 
     def flat(r) -> dict:
         if r.run_id not in flats:
@@ -2472,41 +2479,53 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
         root = results_dir(other, out)
         if _cannot_home(root):  # (before its sweep is expanded)
             continue
-        try:
-            theirs = expand(other, profile, overrides=overrides) or []
-        except (SpecError, ValueError):
-            theirs = []
-        # and those of its other profiles (expanded only where one may plan a run still
-        # unshared: `may_plan`): a run it plans under another profile alone was recorded in
-        # this spec's store, and its `run` of that profile trained the run again
-        has = {r.run_id for r in theirs} & wanted
+        # its runs of the same profile, then those of its other profiles (a run it plans under
+        # another profile alone was recorded in this spec's store, and its `run` of that profile
+        # trained the run again), each expanded only where it may plan a run still unshared
+        # (`may_plan`: a reused spec's same profile of 90,000 points took 34 s to expand for a
+        # `run` of one run it could not plan)
+        has: set[str] = set()
         # (and without the `--set` given here: a run that `--set model.d_state=8` makes is one of
         # those the reused spec's sweep of it plans without any)
-        for name, given in [(p, overrides) for p in other.profiles if p != profile] + (
-                [(p, None) for p in other.profiles] if overrides else []):
+        for i, (name, given) in enumerate([(profile, overrides)] + [
+                (p, overrides) for p in other.profiles if p != profile] + (
+                [(p, None) for p in other.profiles] if overrides else [])):
             left = wanted - has
             alone = [r for r in runs if r.run_id in left]
-            if alone and may_plan(other, name, given, (flat(r) for r in alone)):
-                try:
-                    has |= {r.run_id for r in expand(other, name, overrides=given) or []} & wanted
-                except (SpecError, ValueError):
-                    continue
+            if not (alone and may_plan(other, name, given, (flat(r) for r in alone))
+                    or i == 0 and left and not runs):  # (without ``runs``: the same profile's)
+                continue
+            try:
+                has |= {r.run_id for r in expand(other, name, overrides=given) or []} & wanted
+            except (SpecError, ValueError):
+                continue
         theirs_reused = reused_specs(other)
         rank = (len(theirs_reused), other.paper, other.id)
         reads = {root} | {results_dir(s, out) for s in theirs_reused}
+        names[root] = other.id
         for rid in sorted(has):
-            having.setdefault(rid, []).append((kept(other), reads))
+            having.setdefault(rid, []).append((kept(other), reads, other.id))
             if rank < best[rid]:
                 best[rid] = rank
                 homes[rid] = root
     mine, more, own = kept(spec), {}, results_dir(spec, out)
+    missed: dict[tuple[str, str], int] = {}  # (a reused spec, the home it reads not) -> runs
     for rid, specs in having.items():  # (homed in the spec's own store too: in a loop of
         # reuse, the spec that keeps less, picked as the home, kept only its own, and the other
         # spec's `run` trained the run again for its weights)
         home = homes.get(rid, own)
-        extra = set().union(*(k for k, reads in specs if home in reads)) - mine
+        extra = set().union(*(k for k, reads, _ in specs if home in reads)) - mine
         if extra:
             more[rid] = tuple(sorted(extra))
+        for _, reads, name in specs:
+            if home not in reads:
+                missed[(name, names[home])] = missed.get((name, names[home]), 0) + 1
+    for (name, home_id), n in ([] if unread is None else sorted(missed.items())):
+        unread.append(f"{n} run{'s' * (n > 1)} of this profile {'is' if n == 1 else 'are'} "
+                      f"planned by {name} too, but recorded in {home_id}'s store, which "
+                      f"`run {name}` does not read "
+                      f"({name} does not reuse {home_id}): it would train "
+                      f"{'it' if n == 1 else 'them'} again; add {home_id} to {name}'s reuse")
     return homes, more
 
 

@@ -30641,3 +30641,143 @@ def test_r59k_pathfinder_images_of_two_shapes_name_one_of_the_odd_shape(tmp_path
                  cache=False)
     said = " ".join(str(err.value).split())
     assert "imgs/0/sample_0.png, (64, 64), where 5 are (32, 32))" in said, said
+
+
+def _r59h_seq_lm_specs(folder, ra_model=None, ra_train=None, ra_profiles=None, ra_sweep=None,
+                       rb_sweep=None):
+    """ra (its paper profile plans rb's smoke run) and rb reusing it: a seq_lm model, tiny."""
+    model = {"name": "seq_lm", "d_model": 8, "layers": "SSM-TF",
+             "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 4}},
+                        "TF": {"mixer": {"name": "attention", "heads": 2}}}}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16, "betas": [0.9, 0.99]}
+    cases = [{"cases": [{"label": "A", "set": {"model.repeat": 1}}]}]
+    _one_run_spec(folder, name="ra", train={**train, **(ra_train or {})},
+                  model={**model, **(ra_model or {})}, sweep=ra_sweep or cases,
+                  profiles=ra_profiles or {"smoke": {"set": {"train.max_steps": 3}},
+                                           "quick": {"set": {"train.max_steps": 3}}, "paper": {}})
+    _one_run_spec(folder, name="rb", train=train, model=model, reuse=["ra"],
+                  sweep=rb_sweep or cases, profiles={"smoke": {}, "quick": {}, "paper": {}})
+
+
+@pytest.mark.parametrize("ra_model,ra_train", [({"layers": "SSM TF"}, None),
+                                               ({"layers": "SSM→TF"}, None),
+                                               (None, {"betas": ["0.9", "0.99"]})])
+def test_r59h_may_plan_compares_a_profiles_settings_as_its_runs_hold_them(
+        tmp_path, monkeypatch, ra_model, ra_train):
+    """ra spells its layers 'SSM TF' (or its betas as text), rb 'SSM-TF': one run, one id, which
+    ra plans under its paper profile only. `sweep.may_plan` compared the spelling as given with
+    the run's ('SSM-TF', [0.9, 0.99]) and ruled the profile out: `run rb` recorded the run in
+    rb's store, and `run ra --profile paper` trained it again. Compared as the validated config
+    holds them, it is homed in ra's store; a profile that differs (quick's max_steps) is still
+    ruled out."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import shared_homes
+    from ssmrepro.sweep import expand, may_plan
+
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    _r59h_seq_lm_specs(folder, ra_model, ra_train)
+    ra, rb = load_spec(folder / "ra.yaml"), load_spec(folder / "rb.yaml")
+    runs = expand(rb, "smoke")
+    (rid,) = [r.run_id for r in runs]
+    assert rid in {r.run_id for r in expand(ra, "paper")}
+    flats = [r.flat() for r in runs]
+    assert may_plan(ra, "paper", None, flats)
+    assert not may_plan(ra, "quick", None, flats) and not may_plan(ra, "smoke", None, flats)
+    other = [dict(f, **{"model.layers": "TF-SSM"}) for f in flats]
+    assert not may_plan(ra, "paper", None, other)
+    out = tmp_path / "out"
+    assert shared_homes(rb, "smoke", None, out, [rid], runs) == ({rid: out / "tests/ra"}, {})
+
+
+def test_r59h_may_plan_builds_no_sweep_of_the_profiles_it_rules_out(tmp_path, monkeypatch):
+    """ra: 60 profiles, each its own max_steps, over a spec sweep of 90,000 points; rb reuses
+    it. `may_plan` built every point of the sweep to learn its keys, once per profile: 73 s
+    before `run rb`'s one run started. It reads the keys from the sweep and builds one point."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand, may_plan
+
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    profiles = {f"p{i}": {"set": {"train.max_steps": 3 + i}} for i in range(60)}
+    grid = {"model.d_model": list(range(8, 308)),
+            "model.blocks.SSM.mixer.d_state": list(range(1, 301))}
+    _r59h_seq_lm_specs(folder, ra_profiles={**profiles, "smoke": {}, "quick": {}, "paper": {}},
+                       ra_sweep=[{"grid": grid}])
+    ra, rb = load_spec(folder / "ra.yaml"), load_spec(folder / "rb.yaml")
+    assert ra.sweep[0].n_points == 90_000
+    flats = [r.flat() for r in expand(rb, "smoke")]
+    start = time.perf_counter()
+    assert not any(may_plan(ra, p, None, flats) for p in profiles)
+    assert time.perf_counter() - start < 3.0
+
+
+def test_r59h_shared_homes_expands_no_profile_of_a_reused_spec_that_cannot_plan_the_runs(
+        tmp_path, monkeypatch):
+    """ra's smoke profile (its own max_steps) sweeps 90,000 points; rb reuses it. `run rb
+    --profile smoke` expanded ra's smoke profile whatever its settings: 34 s before rb's one run
+    started. That profile is ruled out as the others are (`may_plan`), not expanded."""
+    import ssmrepro.sweep as sweep_mod
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import shared_homes
+    from ssmrepro.sweep import expand
+
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    grid = {"model.d_model": list(range(8, 308)),
+            "model.blocks.SSM.mixer.d_state": list(range(1, 301))}
+    _r59h_seq_lm_specs(folder, ra_sweep=[{"grid": grid}], ra_profiles={
+        "smoke": {"set": {"train.max_steps": 3}}, "quick": {"set": {"train.max_steps": 4}},
+        "paper": {"set": {"train.max_steps": 5}}})
+    rb = load_spec(folder / "rb.yaml")
+    runs = expand(rb, "smoke")
+    expanded = []
+    real = sweep_mod.expand
+    monkeypatch.setattr(sweep_mod, "expand", lambda s, p, **k: expanded.append(p) or real(s, p, **k))
+    start = time.perf_counter()
+    assert shared_homes(rb, "smoke", None, tmp_path / "out", [r.run_id for r in runs],
+                        runs) == ({}, {})
+    assert expanded == [] and time.perf_counter() - start < 3.0
+
+
+def test_r59h_run_warns_of_a_reused_spec_that_reads_not_a_shared_runs_home(tmp_path,
+                                                                           monkeypatch):
+    """rc reuses ra and rb, neither reusing the other, and all three plan one run: `run rc`
+    records it in ra's store, which `run rb` does not read, so rb trained it again, without a
+    word. `run rc` says so, naming the fix (add ra to rb's reuse), and after it says nothing."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import shared_homes
+    from ssmrepro.sweep import expand
+
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    for name, reuse in (("ra", []), ("rb", []), ("rc", ["ra", "rb"])):
+        _one_run_spec(folder, name=name, train=train, reuse=reuse)
+    out = tmp_path / "out"
+    res = _invoke("run", "rc", "--profile", "smoke", "--out", out, "--no-plot",
+                  "--no-calibrate", "--workers", "1", env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0 and "trained 1 runs" in res.output, res.output
+    said = " ".join(res.output.split())
+    assert "1 run of this profile is planned by rb too, but recorded in ra's store, which `run " \
+           "rb` does not read (rb does not reuse ra): it would train it again; add ra to rb's " \
+           "reuse" in said, res.output
+    _one_run_spec(folder, name="rb", train=train, reuse=["ra"])
+    rc = load_spec(folder / "rc.yaml")
+    runs, unread = expand(rc, "smoke"), []
+    homes, _ = shared_homes(rc, "smoke", None, out, [r.run_id for r in runs], runs, unread)
+    assert homes == {runs[0].run_id: out / "tests/ra"} and unread == []

@@ -416,10 +416,11 @@ def run_experiment(
     runs, unique, pending = _pending(spec, profile, store, max_runs, overrides,
                                      data=engine == "local")  # (a Ray cluster's: its own)
     # a run the `run` of a spec this one reuses trains too is claimed and recorded in its store
+    unread: list[str] = []  # (a spec reused beside the home that reads it not: said)
     store.homes, more = shared_homes(spec, profile, overrides, out, [r.run_id for r in unique],
-                                     unique)
+                                     unique, unread)
     done_before = len(unique) - len([r for r in unique if not store.is_done(r.run_id)])
-    for w in store.to_say():
+    for w in store.to_say() + unread:
         warn_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
     # a scale of no parameter, a construction for another task (`validate` says so too)
     bad = (lr_scale_problems(pending) + construction_problems(pending)

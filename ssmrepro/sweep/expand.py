@@ -13,7 +13,7 @@ import copy
 import functools
 import itertools
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from pydantic import ValidationError
@@ -193,9 +193,9 @@ def _zip_points(z: dict[str, list[Any]]) -> list[dict[str, Any]]:
     return [{k: v[i] for k, v in z.items()} for i in range(n)]
 
 
-def _grid_points(g: dict[str, list[Any]]) -> list[dict[str, Any]]:
+def _grid_points(g: dict[str, list[Any]]) -> Iterator[dict[str, Any]]:
     keys = list(g)
-    return [dict(zip(keys, vals)) for vals in itertools.product(*(g[k] for k in keys))]
+    return (dict(zip(keys, vals)) for vals in itertools.product(*(g[k] for k in keys)))
 
 
 SEEDS_KEY = "__seeds__"  # a case's own seed list and constraints travel with its overrides
@@ -265,19 +265,35 @@ def axis_points(axis: Axis) -> list[tuple[list[str], dict[str, Any]]]:
 
 def _case_points(axis: Axis) -> list[tuple[list[str], dict[str, Any], int | None]]:
     """(labels, overrides, the index of its case or None) for every point of one axis."""
+    return list(_iter_case_points(axis))
+
+
+def _iter_case_points(axis: Axis) -> Iterator[tuple[list[str], dict[str, Any], int | None]]:
+    """``_case_points``, built one at a time (``may_plan`` reads the first few)."""
     if axis.grid is not None:
-        return [([], p, None) for p in _grid_points(axis.grid)]
+        yield from (([], p, None) for p in _grid_points(axis.grid))
+        return
     if axis.zip is not None:
-        return [([], p, None) for p in _zip_points(axis.zip)]
-    out = []
+        yield from (([], p, None) for p in _zip_points(axis.zip))
+        return
     for c, case in enumerate(axis.cases or []):
-        subs = [dict(a, **b) for a in _grid_points(case.grid) for b in _zip_points(case.zip) or [{}]]
+        zips = _zip_points(case.zip) or [{}]
         extra = {SEEDS_KEY: case.seeds} if case.seeds is not None else {}
         if case.constraints:
             extra[CONSTRAINTS_KEY] = case.constraints
-        for sub in subs or [{}]:
-            out.append(([case.label] if case.label else [], {**case.set, **sub, **extra}, c))
-    return out
+        labels = [case.label] if case.label else []
+        subs = (dict(a, **b) for a in _grid_points(case.grid) for b in zips)
+        first = next(subs, None)  # (an empty grid list: the case's own point)
+        for sub in itertools.chain([first or {}], subs):
+            yield (labels, {**case.set, **sub, **extra}, c)
+
+
+def _axis_keys(axis: Axis) -> set[str]:
+    """The keys the points of ``axis`` set (its grid's or zip's, its cases'), read without
+    building the points."""
+    if axis.grid is not None or axis.zip is not None:
+        return set(axis.grid if axis.grid is not None else axis.zip)
+    return {k for case in axis.cases or [] for k in (*case.set, *case.grid, *case.zip)}
 
 
 def _join(la: list[str], oa: dict[str, Any], lb: list[str], ob: dict[str, Any]) -> dict[str, Any]:
@@ -1005,17 +1021,22 @@ def refuse_inert_points(spec: Spec, profile: str, runs: list[RunConfig], keys: l
                          "that key from the sweep"])
 
 
+MAY_PLAN_POINTS = 16  # sweep points `may_plan` builds at most to read a profile's settings
+
+
 def may_plan(spec: Spec, profile: str, overrides: dict[str, Any] | None,
              flats: Iterable[dict[str, Any]]) -> bool:
     """Whether ``expand(spec, profile, overrides)`` may plan one of the runs (another spec's)
     whose configs are ``flats`` (``RunConfig.flat``), judged without expanding it: a run whose
     config differs from a value every run of the profile has (the spec's and the profile's
     settings, then ``overrides``, where no sweep key or derived value can replace them:
-    ``train.max_steps`` of a smoke profile) is not among its runs. Only values of one kind
-    (numbers, strings, ...) are compared; a value the validation may coerce ('1e-3' read as a
-    string) keeps the run. Cheap: no point is built, so a spec `reuse`d by another can be asked
-    about its profiles of 20,000 runs (koren2026-fig6's paper: seconds to expand) for nothing.
-    A profile whose settings cannot be applied may plan them (``expand`` says why not)."""
+    ``train.max_steps`` of a smoke profile) is not among its runs. Those values are compared as
+    a run's config holds them (``_settings_as_read``): as given, `layers: SSM TF` and `betas:
+    ['0.9', '0.999']` differed from the same run's 'SSM-TF' and [0.9, 0.999], and the reused
+    spec's run of that profile trained it again. Cheap: one point is built, not the sweep, so a
+    spec `reuse`d by another can be asked about its profiles of 20,000 runs (koren2026-fig6's
+    paper: seconds to expand) for nothing. A profile whose settings cannot be applied, or none
+    of whose first points validates, may plan them (``expand`` says why not)."""
     prof = spec.profiles.get(profile)
     if prof is None or spec.analytic is not None:
         return False
@@ -1024,18 +1045,63 @@ def may_plan(spec: Spec, profile: str, overrides: dict[str, Any] | None,
         for k, v in [*prof.set.items(), *(overrides or {}).items()]:
             set_dotted(base, k, v, [])
         axes = prof.sweep if prof.sweep is not None else spec.sweep
-        swept = {k for axis in axes for _, ov in axis_points(axis) for k in ov} | set(spec.derived)
     except (KeyError, ValueError):
         return True
-    fixed = {k: v for k, v in flatten(base).items()
-             if not any(k == s or k.startswith(s + ".") or s.startswith(k + ".") for s in swept)}
+    swept = {k for axis in axes for k in _axis_keys(axis)} | set(spec.derived)
+    fixed = [k for k in flatten(base)
+             if not any(k == s or k.startswith(s + ".") or s.startswith(k + ".") for s in swept)]
+    read = _settings_as_read(spec, base, axes, fixed)
+    if read is None:
+        return True
 
     def kind(v: Any) -> str:
         return ("bool" if isinstance(v, bool) else "number" if isinstance(v, (int, float))
                 else type(v).__name__)
 
-    return any(not any(k in flat and kind(flat[k]) == kind(v) and flat[k] != v
-                       for k, v in fixed.items()) for flat in flats)
+    kinds = {k: kind(v) for k, v in read.items()}
+
+    def differs(flat: dict[str, Any], k: str) -> bool:
+        return k in flat and flat[k] != read[k] and kind(flat[k]) == kinds[k]
+
+    last = None  # the key that ruled out the run before, tried first (the runs of one spec
+    # mostly differ from the profile in the same key: 2,000 runs x 100 profiles x every key
+    # compared took seconds)
+    for flat in flats:
+        if last is not None and differs(flat, last):
+            continue
+        last = next((k for k in read if differs(flat, k)), None)
+        if last is None:
+            return True
+    return False
+
+
+def _settings_as_read(spec: Spec, base: dict[str, Any], axes: list[Axis],
+                      keys: list[str]) -> dict[str, Any] | None:
+    """The dotted ``keys`` of ``base`` (a profile's settings) as a run's validated config holds
+    them (``RunConfig.flat``: 'SSM TF' spelled 'SSM-TF', '0.9' read as 0.9), read from the first
+    of the profile's sweep points (of ``axes``, built one at a time) that validates among its
+    first ``MAY_PLAN_POINTS``, whether or not the constraints keep it (they choose points, and
+    koren2026-fig6's full-r12 keeps none of its first 16); a key the validated config lacks is
+    left out. None when none of them validates."""
+    firsts = [list(itertools.islice(_iter_case_points(a), MAY_PLAN_POINTS)) for a in axes]
+    for combo in itertools.islice(itertools.product(*firsts), MAY_PLAN_POINTS):
+        labels: list[str] = []
+        point: dict[str, Any] = {}
+        cfg = copy.deepcopy(base)
+        try:
+            for lb, ob, _ in combo:
+                point = _join(labels, point, lb, ob)
+                labels = labels + lb
+            for k, v in point.items():
+                if k not in (SEEDS_KEY, CONSTRAINTS_KEY):
+                    set_dotted(cfg, k, v)
+            _apply_derived(cfg, spec.derived)
+            typed = validate_sections(cfg)
+        except (SectionError, KeyError, ValueError, expr.ExprError):
+            continue
+        flat = flatten({s: t.model_dump(mode="json") for s, t in zip(SECTIONS, typed)})
+        return {k: flat[k] for k in keys if k in flat}
+    return None
 
 
 def unique_runs(runs: list[RunConfig]) -> list[RunConfig]:
