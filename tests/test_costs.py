@@ -205,3 +205,35 @@ def test_r59g_two_runs_calibrating_at_once_keep_each_others_measurements(tmp_pat
     first.step_seconds(runs[:1], 8)
     second.step_seconds(runs[:2], 8)
     assert len(json.loads(path.read_text())) == 2
+
+
+def test_r59j_three_runs_saving_at_once_lose_no_measurement(tmp_path, monkeypatch):
+    """Three `run`s saving the cost cache at once each read the file before the others wrote
+    it, so the last write dropped the others' newest step times (180 saved, 158 kept). The read
+    and the write of a save are one turn of a lock on the cache's folder."""
+    import threading
+    import time
+
+    import ssmrepro.engine.costs as costs
+
+    real = costs.atomic_write_text
+
+    def slow(path, text):  # (a write that lands after the others read)
+        time.sleep(0.002)
+        real(path, text)
+
+    monkeypatch.setattr(costs, "atomic_write_text", slow)
+    path = tmp_path / "costs.json"
+
+    def saves(i):
+        cm = CostModel(path=path)
+        for k in range(20):
+            cm._load()[f"p{i}-{k}"] = 1.0 + k
+            cm._save()
+
+    threads = [threading.Thread(target=saves, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(json.loads(path.read_text())) == 60

@@ -30781,3 +30781,46 @@ def test_r59h_run_warns_of_a_reused_spec_that_reads_not_a_shared_runs_home(tmp_p
     runs, unread = expand(rc, "smoke"), []
     homes, _ = shared_homes(rc, "smoke", None, out, [r.run_id for r in runs], runs, unread)
     assert homes == {runs[0].run_id: out / "tests/ra"} and unread == []
+
+
+def test_r59j_a_put_back_stopped_among_its_moves_is_finished_by_the_next_generate(
+        tmp_path, monkeypatch):
+    """In a mount point, a `data generate --force` stopped once every old entry was moved aside
+    (``.placing-...``) puts the old one back; stopped again among those moves (a second Ctrl-C,
+    a kill), the next generate took the old entries already moved back for the new one's and
+    removed them: 'holds again the dataset it held before' over a meta.json beside part of the
+    old files. The old folder is named as one still being moved aside before its entries go
+    back, so they are joined by the rest."""
+    from ssmrepro.util import HOST
+
+    disk, new = tmp_path / "disk", tmp_path / "new"
+    args = ("--n", "3", "--min-length", "1", "--max-length", "40")
+    dead = 4_194_999  # (past any pid_max: a process that is gone)
+    for seed, where in (("6", disk), ("8", new)):
+        res = _invoke("data", "generate", "listops", "--seed", seed, *args, "--out", where)
+        assert res.exit_code == 0, res.output
+    old = {p.name: p.read_bytes() for p in disk.iterdir()}
+    aside = disk / f".placing-{HOST}-{dead}-abc123"
+    aside.mkdir()
+    for name in old:  # the state a kill left: every old entry aside, two new ones in
+        (disk / name).rename(aside / name)
+    for name in ("basic_train.tsv", "basic_val.tsv"):
+        (new / name).rename(disk / name)
+    real, moves = os.replace, []
+
+    def second_stopped(src, dst):  # stopped at the second entry moved back
+        if Path(dst).parent == disk and Path(src).parent.name.startswith(".replaced-"):
+            moves.append(dst)
+            if len(moves) == 2:
+                raise KeyboardInterrupt
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", second_stopped)
+    res = _invoke("data", "generate", "listops", "--seed", "7", *args, "--out", disk)
+    assert res.exit_code == 130, res.output
+    assert len(moves) == 2 and not (disk / "meta.json").exists()
+    monkeypatch.setattr(os, "replace", real)
+    res = _invoke("data", "generate", "listops", "--seed", "7", *args, "--out", disk)
+    _assert_refused(res, "is not empty; pass --force")
+    assert f"note: {disk} holds again the dataset it held before" in res.output, res.output
+    assert {p.name: p.read_bytes() for p in disk.iterdir()} == old

@@ -230,8 +230,8 @@ def _built_beside(target: Path, force: bool = False) -> Iterator[Path]:
         raise
     finally:
         if whole and aside is not None and (tmp / "meta.json").exists():  # stopped before the
-            _put_back(target, aside, moved, placed, inside)  # new one was in place: the old
-            # one back
+            aside = _put_back(target, aside, moved, placed, inside)  # new one was in place:
+            # the old one back
         try:
             shutil.rmtree(tmp, ignore_errors=True)
             if aside is not None:
@@ -243,23 +243,32 @@ def _built_beside(target: Path, force: bool = False) -> Iterator[Path]:
 
 
 def _put_back(target: Path, aside: Path, moved: list[str], placed: list[str],
-              inside: bool) -> None:
+              inside: bool) -> Path:
     """Put the dataset moved aside by ``_built_beside`` back at ``target`` (the generate stopped
     before the new one was in place): the folder itself, or (inside a mount point) the entries
-    ``moved``, once the new one's ``placed`` there are removed (meta.json last of all)."""
+    ``moved``, once the new one's ``placed`` there are removed (meta.json last of all); the
+    folder ``aside`` is now at (what is left of it). A ``PLACING`` one is named ``REPLACED``
+    again before its entries move back, so that a stop among those moves (a second Ctrl-C, a
+    kill) leaves the old entries moved back to be joined by the rest (``_put_back_killed``
+    removed them as the new one's, and put back a meta.json beside part of the old files)."""
     if not inside:
         if not os.path.lexists(target) and aside.exists():
             os.replace(aside, target)
-        return
+        return aside
     for name in placed:  # (its meta.json is not among them: the new one was not whole there)
         entry = target / name
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
         else:
             entry.unlink(missing_ok=True)
+    if aside.name.startswith(PLACING):
+        back = target / (REPLACED + aside.name.removeprefix(PLACING))
+        os.replace(aside, back)
+        aside = back
     for name in sorted(moved, key=lambda n: n == "meta.json"):
         if os.path.lexists(aside / name):  # (stopped before its move, it is still there)
             os.replace(aside / name, target / name)
+    return aside
 
 
 def _entries(target: Path) -> set[tuple]:
@@ -422,7 +431,7 @@ def _put_back_killed(target: Path) -> None:
         if not whole and (old / "meta.json").is_file():
             placed = ([e.name for e in target.iterdir() if not e.name.startswith(SCRATCH)]
                       if old.name.startswith(PLACING) else [])
-            _put_back(target, old, [e.name for e in old.iterdir()], placed, inside=True)
+            old = _put_back(target, old, [e.name for e in old.iterdir()], placed, inside=True)
             whole = True
             err_console.print(f"note: {target} holds again the dataset it held before a "
                               "`data generate --force` there was killed while it replaced "

@@ -40,6 +40,7 @@ from ..util import (
     env_path,
     expand_user,
     flush_denormals,
+    folder_lock,
     os_reason,
     read_small,
     source_tree_problem,
@@ -58,6 +59,7 @@ MIN_GAIN = 1.10
 
 
 CACHE_ENV = "SSMREPRO_CACHE"
+CACHE_LOCK_WAIT_S = 10.0  # a save holds the lock for a read and a write of a small file
 
 
 def cache_file() -> Path:
@@ -158,13 +160,19 @@ class CostModel:
     def _save(self) -> None:
         """Write the cache, with what another process wrote there since it was read (two `run`s
         calibrating at once: each wrote the file as it had read it plus its own measurements,
-        and the later one's write dropped the other's, measured again by the next run)."""
+        and the later one's write dropped the other's, measured again by the next run). The
+        read and the write are one turn of a lock on the cache's folder (``util.folder_lock``):
+        three processes saving at once each read the file before the others wrote it, and the
+        last write dropped their newest entries."""
         mine, self._cache = self._load(), None
-        self._cache = {**self._load(), **mine}
-        try:
-            atomic_write_text(self._file(), json.dumps(self._cache, indent=0, sort_keys=True))
-        except OSError:  # a read-only home: the model still works, it just re-measures
-            pass
+        with folder_lock(self._file().parent, "writing the planner's cost cache in",
+                         wait_s=CACHE_LOCK_WAIT_S):
+            self._cache = {**self._load(), **mine}
+            try:
+                atomic_write_text(self._file(), json.dumps(self._cache, indent=0,
+                                                           sort_keys=True))
+            except OSError:  # a read-only home: the model still works, it just re-measures
+                pass
 
     # ------------------------------------------------------------------ measuring
     def step_seconds(self, runs: list, m: int | None) -> float:
