@@ -239,7 +239,6 @@ def scan_plan(Bt: int, G: int, K: int, N: int, state: int | None = None,
     return ScanPlan(rows, gt, T, N * K >= _MIN_MATMUL_NK)
 
 
-@functools.lru_cache(maxsize=1 << 12)
 def scan_plans(Bt: int, E: int, K: int, N: int, L: int | None = None) -> tuple[ScanPlan, ...]:
     """The distinct plans :func:`scan_plan` (CPU, its default sizes) gives ``Bt`` rows of G
     groups of K channels, N states, over G = 1..E, without planning each G (the planner's
@@ -250,9 +249,14 @@ def scan_plans(Bt: int, E: int, K: int, N: int, L: int | None = None) -> tuple[S
     more than c past it: the plans of G = 1..min(E, c) (and 2, which c = 1 leaves at 1 group a
     tile) are all there are."""
     if K >= _MIN_GROUP_K or E == 1:
-        return (scan_plan(Bt, 1, K, N, L=L),)
-    c = max(2, _NARROW_STATE // (N * K * Bt))
-    return tuple(dict.fromkeys(scan_plan(Bt, G, K, N, L=L) for G in range(1, min(E, c) + 1)))
+        return _plans_upto(Bt, 1, K, N, L)
+    return _plans_upto(Bt, min(E, max(2, _NARROW_STATE // (N * K * Bt))), K, N, L)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _plans_upto(Bt: int, n: int, K: int, N: int, L: int | None) -> tuple[ScanPlan, ...]:
+    # (every E past c one entry: a pack-size search asks about many)
+    return tuple(dict.fromkeys(scan_plan(Bt, G, K, N, L=L) for G in range(1, n + 1)))
 
 
 def min_time_block(N: int, K: int, cpu: bool = True) -> int:
