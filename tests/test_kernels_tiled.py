@@ -313,3 +313,15 @@ def test_gpu_tiles_are_whole_packs_and_exact():
     for a, c in zip(torch.autograd.grad(y.square().sum(), (x, w, b)),
                     torch.autograd.grad(ref.square().sum(), (x, w, b))):
         torch.testing.assert_close(a, c, rtol=1e-11, atol=1e-11)
+
+
+def test_r59m_scan_plans_are_every_pack_sizes_plans():
+    """``scan_plans`` (what the planner's ``_pack_share`` takes its maximum over) gives the same
+    set of plans as ``scan_plan`` of every group count 1..E, narrow and wide groups, at the
+    edges of the narrow tile's state (c = 1, 2 and past E)."""
+    cases = [(Bt, E, K, N, L) for Bt in (1, 3, 8, 64, 4096) for E in (1, 2, 3, 7, 130)
+             for K in (1, 4, 8, 31, 32, 48) for N in (1, 4, 16) for L in (None, 1, 5, 1000)]
+    for Bt, E, K, N, L in cases:
+        want = {ip.scan_plan(Bt, G, K, N, L=L) for G in range(1, E + 1)}
+        got = ip.scan_plans(Bt, E, K, N, L)
+        assert set(got) == want and len(got) == len(want), (Bt, E, K, N, L)

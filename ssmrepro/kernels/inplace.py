@@ -31,6 +31,7 @@ no division by a decay.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -236,6 +237,26 @@ def scan_plan(Bt: int, G: int, K: int, N: int, state: int | None = None,
     if L is not None:
         T = max(1, min(T, L))
     return ScanPlan(rows, gt, T, N * K >= _MIN_MATMUL_NK)
+
+
+def scan_plans(Bt: int, E: int, K: int, N: int, L: int | None = None) -> tuple[ScanPlan, ...]:
+    """The distinct plans :func:`scan_plan` (CPU, its default sizes) gives ``Bt`` rows of G
+    groups of K channels, N states, over G = 1..E, without planning each G (the planner's
+    ``_pack_share`` planned every pack size up to E, about 1,500 plans a shape: most of the
+    CPU of planning a sweep of many shapes). Groups of at least ``_MIN_GROUP_K`` channels get a
+    tile each, one plan for every G; narrow groups take ``gt`` = min(G, c) groups a tile, c =
+    ``_NARROW_STATE`` // (N·K·Bt), balanced over the tiles, which is G itself up to c and never
+    more than c past it: the plans of G = 1..min(E, c) (and 2, which c = 1 leaves at 1 group a
+    tile) are all there are."""
+    if K >= _MIN_GROUP_K or E == 1:
+        return _plans_upto(Bt, 1, K, N, L)
+    return _plans_upto(Bt, min(E, max(2, _NARROW_STATE // (N * K * Bt))), K, N, L)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _plans_upto(Bt: int, n: int, K: int, N: int, L: int | None) -> tuple[ScanPlan, ...]:
+    # (every E past c one entry: a pack-size search asks about many)
+    return tuple(dict.fromkeys(scan_plan(Bt, G, K, N, L=L) for G in range(1, n + 1)))
 
 
 def min_time_block(N: int, K: int, cpu: bool = True) -> int:

@@ -60,10 +60,10 @@ def _pack_share(batch: int, d: int, N: int, L: int, floats) -> int:
     (S6 at d 4, N 1, batch 192: 86 members 6 MB less than 85), and a pack size's estimate that
     fell with the size stopped ``train.largest_pack``'s search short and sized packs whose
     leftover (fewer members, larger tiles) needed more than the full pack."""
-    from ...kernels.inplace import scan_plan
+    from ...kernels.inplace import scan_plans
 
     E = _PACK_MEMBERS.get()
-    return -(-max(floats(scan_plan(batch, G, d, N, L=L)) for G in range(1, E + 1)) // E)
+    return -(-max(floats(p) for p in scan_plans(batch, E, d, N, L)) // E)
 
 
 def block_states(d: int, N: int, L: int) -> int:
