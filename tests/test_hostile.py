@@ -30824,3 +30824,75 @@ def test_r59j_a_put_back_stopped_among_its_moves_is_finished_by_the_next_generat
     _assert_refused(res, "is not empty; pass --force")
     assert f"note: {disk} holds again the dataset it held before" in res.output, res.output
     assert {p.name: p.read_bytes() for p in disk.iterdir()} == old
+
+
+_R60O_KILL_AT = """
+import os, shutil, signal, sys
+from pathlib import Path
+from ssmrepro.data.download import download
+n, calls = int(sys.argv[1]), [0]
+def stop(real):
+    def call(*a, **k):
+        calls[0] += 1
+        if calls[0] == n:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(*a, **k)
+    return call
+os.replace, shutil.rmtree = stop(os.replace), stop(shutil.rmtree)
+download(sys.argv[2], Path(sys.argv[3]), url=sys.argv[4], force=True, progress=False)
+"""
+
+
+@pytest.mark.parametrize("what", ["lra"])
+def test_r60o_a_forced_download_killed_at_any_move_loses_no_old_folder(tmp_path, what):
+    """`data download lra --force` killed (kill -9) at its Nth folder move or removal: the old
+    folder moved aside was in the killed one's scratch folder, which the next download removed
+    as dead before it refused ('... already exists; pass --force'): a task without data (or
+    new beside old) until a --force download. Now the next download puts the old folders back
+    (saying so) unless the install had finished; every N, in a spawned child."""
+    import subprocess
+    import sys
+    import tarfile
+
+    names = ("listops-1000", "tsv_data") if what == "lra" else ("cifar-10-batches-py",)
+    top = "lra_release" if what == "lra" else "cifar"
+    src = tmp_path / "src" / top
+    for name in names:
+        (src / name).mkdir(parents=True)
+        (src / name / "basic_train.tsv").write_text("new\n")
+    archive = tmp_path / "a.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(src, arcname=top)
+    template = tmp_path / "template"
+    args = ("data", "download", what, "--url", archive.as_uri(), "--no-progress")
+    assert _invoke(*args, "--dir", template).exit_code == 0
+    base = template / "lra" if what == "lra" else template
+    for name in names:
+        (base / name / "basic_train.tsv").write_text("old\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for n in range(1, 40):
+        root = tmp_path / f"r{n}"
+        shutil.copytree(template, root)
+        base = root / "lra" if what == "lra" else root
+        res = subprocess.run([sys.executable, "-c", _R60O_KILL_AT, str(n), what, str(root),
+                              archive.as_uri()], env=env, capture_output=True, text=True,
+                             timeout=60)
+        if res.returncode == 0:  # fewer than n moves and removals
+            break
+        assert res.returncode == -9, res.stderr
+        seen = {name: (base / name / "basic_train.tsv").read_text() for name in names
+                if (base / name / "basic_train.tsv").is_file()}
+        res = _invoke(*args, "--dir", root)  # without --force
+        assert res.exit_code == 1 and "already exists" in res.output, (n, res.output)
+        found = {name: (base / name / "basic_train.tsv").read_text() for name in names}
+        assert set(found.values()) in ({"old\n"}, {"new\n"}), (n, seen, found)
+        assert ("note:" in res.output) == (found != seen), (n, res.output)
+        if found != seen:
+            assert "holds again the folder it held before" in res.output
+        res = _invoke(*args, "--dir", root, "--force")
+        assert res.exit_code == 0 and "note:" not in res.output, (n, res.output)
+        assert {(base / name / "basic_train.tsv").read_text() for name in names} == {"new\n"}
+        assert not [p for p in base.iterdir() if p.name.startswith(".extract")], n
+    else:
+        raise AssertionError("never ran to its end")
+    assert n > 5

@@ -343,17 +343,26 @@ def download(
     root = _data_root(dir)
     _written(root, "the data root (--dir or $SSMREPRO_DATA)")
     skipped: list[str] = []
+    put_back: list[Path] = []  # old folders a killed --force install had moved aside
     try:
-        installed = do_download(
-            target.value,
-            root,
-            url=url,
-            sha256=sha256,
-            keep_archive=keep_archive,
-            force=force,
-            progress=progress,
-            skipped=skipped,
-        )
+        try:
+            installed = do_download(
+                target.value,
+                root,
+                url=url,
+                sha256=sha256,
+                keep_archive=keep_archive,
+                force=force,
+                progress=progress,
+                skipped=skipped,
+                put_back=put_back,
+            )
+        finally:  # (said before this download's own outcome, failed or not)
+            for p in put_back:
+                err_console.print(f"note: {p} holds again the folder it held before a `data "
+                                  "download --force` was killed while it replaced it (it had "
+                                  "been moved aside); a --force download replaces it",
+                                  highlight=False, soft_wrap=True, markup=False)
     except NoRetry as err:  # unpacked, it would not fit; a local source that cannot be read:
         # no re-run helps
         _fail(str(err))

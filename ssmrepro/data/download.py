@@ -32,6 +32,7 @@ from typing import BinaryIO
 
 from ..util import (
     atomic_write_text,
+    dead_scratch,
     file_digest,
     fsync_dir,
     read_small,
@@ -590,7 +591,8 @@ def _check_target(target: Path, force: bool) -> None:
 def _move_into_place(src: Path, target: Path, force: bool) -> None:
     """Move the extracted folder ``src`` (in a scratch folder beside ``target``) to ``target``.
     A folder there (--force) is first moved aside into that scratch folder, removed with it
-    (by the next download if this one is killed): it was removed in place, so a download killed
+    (put back by the next download if this one is killed before it finished: ``_extract_scratch``):
+    it was removed in place, so a download killed
     meanwhile (gigabytes of the LRA release take seconds) left a dataset half deleted where
     the loaders read."""
     _check_target(target, force)
@@ -601,12 +603,52 @@ def _move_into_place(src: Path, target: Path, force: bool) -> None:
     fsync_dir(target.parent)
 
 
+def _extract_scratch(base: Path, scratch: str, names: tuple[str, ...],
+                     put_back: list[Path] | None) -> Path:
+    """A new scratch folder ``.extract-<scratch>-...`` under ``base`` to extract an archive in.
+    The old folders that a killed install (``kill -9``, a crashed machine) had moved aside
+    (``_move_into_place``: ``<name>.replaced`` in its scratch folder) are first put back at
+    ``base / <name>``, in place of the new folder moved in there if any, and listed in
+    ``put_back``: the killed install's scratch folder was removed as a dead one, the only copy
+    of the old data with it, and a task's folder was missing (or new beside the others old)
+    until a --force download finished. An install is finished once its scratch folder is
+    renamed ``.extract-<scratch>.done-...`` (``_remove_scratch``): the old folders in it go."""
+    for dead in dead_scratch(base, f".extract-{scratch}"):
+        for aside in _moved_aside(dead, names):
+            target = base / aside.name.removesuffix(".replaced")
+            new = aside.with_name(target.name)  # where the new folder was extracted
+            if os.path.lexists(target):  # the new one, moved in: it goes back
+                if os.path.lexists(new) or target.is_symlink() or not target.is_dir():
+                    continue  # (not the new one: another install's since)
+                os.replace(target, new)
+            os.replace(aside, target)
+            fsync_dir(base)
+            if put_back is not None:
+                put_back.append(target)
+    for done in dead_scratch(base, f".extract-{scratch}.done"):
+        shutil.rmtree(done, ignore_errors=True)
+    return scratch_folder(base, f".extract-{scratch}")
+
+
+def _moved_aside(top: Path, names: tuple[str, ...]) -> list[Path]:
+    """The folders ``<name>.replaced`` of ``names`` below ``top`` (not below those folders nor
+    below the ones of ``names``: an extracted dataset is not walked)."""
+    aside = {f"{name}.replaced" for name in names}
+    found: list[Path] = []
+    for dirpath, dirnames, _ in os.walk(top):
+        found += [Path(dirpath) / d for d in sorted(dirnames) if d in aside
+                  and not os.path.islink(Path(dirpath) / d)]
+        dirnames[:] = [d for d in dirnames if d not in aside and d not in names]
+    return found
+
+
 def install_lra(archive: Path, root: Path, *, force: bool = False, progress: bool = True,
-                skipped: list[str] | None = None) -> list[Path]:
+                skipped: list[str] | None = None,
+                put_back: list[Path] | None = None) -> list[Path]:
     """Extract ``lra_release.gz`` and move its task folders to ``<root>/lra/<name>``."""
     base = lra_dir(root)
     base.mkdir(parents=True, exist_ok=True)
-    tmp = scratch_folder(base, ".extract-lra")
+    tmp = _extract_scratch(base, "lra", LRA_FOLDERS, put_back)
     out: list[Path] = []
     whole = False  # every folder found was moved into place
     try:
@@ -646,8 +688,16 @@ def _move_back(src: Path, target: Path) -> None:
 
 def _remove_scratch(tmp: Path, installed: list[Path] | None) -> None:
     """Remove an install's scratch folder ``tmp``; a Ctrl-C meanwhile, once every folder was
-    ``installed``, is ``Installed`` (the next download removes what is left of ``tmp``)."""
+    ``installed``, is ``Installed`` (the next download removes what is left of ``tmp``). An
+    install finished first renames ``tmp`` ``.extract-<scratch>.done-...``: killed while it was
+    removed, what is left of the old folders (--force) in it is not put back
+    (``_extract_scratch``)."""
     try:
+        if installed and tmp.is_dir():
+            extract, scratch, rest = tmp.name.split("-", 2)  # (.extract-<scratch>-<host>-...)
+            done = tmp.with_name(f"{extract}-{scratch}.done-{rest}")
+            os.replace(tmp, done)
+            tmp = done
         shutil.rmtree(tmp, ignore_errors=True)
     except KeyboardInterrupt:
         if installed:
@@ -656,11 +706,12 @@ def _remove_scratch(tmp: Path, installed: list[Path] | None) -> None:
 
 
 def _install_folder(archive: Path, base: Path, folder: str, scratch: str, *, force: bool,
-                    progress: bool, keep=None, skipped: list[str] | None = None) -> list[Path]:
+                    progress: bool, keep=None, skipped: list[str] | None = None,
+                    put_back: list[Path] | None = None) -> list[Path]:
     """Extract ``archive`` in a scratch folder under ``base`` and move its ``folder`` to
     ``base / folder`` (atomic from the loaders' point of view)."""
     base.mkdir(parents=True, exist_ok=True)
-    tmp = scratch_folder(base, f".extract-{scratch}")
+    tmp = _extract_scratch(base, scratch, (folder,), put_back)
     whole = False
     try:
         extract_archive(archive, tmp, keep=keep, progress=progress, skipped=skipped)
@@ -675,18 +726,20 @@ def _install_folder(archive: Path, base: Path, folder: str, scratch: str, *, for
 
 
 def install_cifar10(archive: Path, root: Path, *, force: bool = False, progress: bool = True,
-                    skipped: list[str] | None = None) -> list[Path]:
+                    skipped: list[str] | None = None,
+                    put_back: list[Path] | None = None) -> list[Path]:
     """Extract ``cifar-10-python.tar.gz`` to ``<root>/cifar-10-batches-py``."""
     return _install_folder(archive, root, "cifar-10-batches-py", "cifar10", force=force,
-                           progress=progress, skipped=skipped)
+                           progress=progress, skipped=skipped, put_back=put_back)
 
 
 def install_imdb(archive: Path, root: Path, *, force: bool = False, progress: bool = True,
-                 skipped: list[str] | None = None) -> list[Path]:
+                 skipped: list[str] | None = None,
+                 put_back: list[Path] | None = None) -> list[Path]:
     """Extract ``aclImdb_v1.tar.gz`` (without the unlabelled reviews) to ``<root>/imdb/aclImdb``."""
     return _install_folder(archive, root / "imdb", "aclImdb", "imdb", force=force,
                            progress=progress, keep=lambda name: "/unsup/" not in name,
-                           skipped=skipped)
+                           skipped=skipped, put_back=put_back)
 
 
 INSTALLERS = {"lra": install_lra, "cifar10": install_cifar10, "imdb": install_imdb}
@@ -702,6 +755,7 @@ def download(
     force: bool = False,
     progress: bool = True,
     skipped: list[str] | None = None,
+    put_back: list[Path] | None = None,
 ) -> list[Path]:
     """Download ``what`` (lra | cifar10 | imdb) into ``root`` and lay it out for the loaders.
 
@@ -735,7 +789,8 @@ def download(
         progress=progress,
     )
     try:
-        installed = INSTALLERS[what](dest, root, force=force, progress=progress, skipped=skipped)
+        installed = INSTALLERS[what](dest, root, force=force, progress=progress, skipped=skipped,
+                                     put_back=put_back)
     except BadArchive as err:  # the kept archive is installed again by the next download
         # (the official one, which has no checksum for LRA): 'not a tar or zip archive' for ever
         if itself:  # the file --url names: no download replaces it (nor is it ours to delete)
