@@ -30896,3 +30896,23 @@ def test_r60o_a_forced_download_killed_at_any_move_loses_no_old_folder(tmp_path,
     else:
         raise AssertionError("never ran to its end")
     assert n > 5
+
+
+def test_r60o_a_users_file_named_like_a_generators_scratch_is_not_replaced(tmp_path):
+    """A file or folder of the user's in a generated dataset's folder whose name only begins
+    as a generator's scratch folder does (`.replaced-notes`, `.generating-keep`): `data generate
+    --force` took it for a generator's and deleted it with the dataset. It is foreign now: --force
+    is refused, naming it; a generator's own scratch name (`<prefix>-<host>-<pid>-<hex>`) is not."""
+    from ssmrepro.util import HOST
+
+    args = ("data", "generate", "listops", "--n", "3", "--min-length", "1", "--max-length",
+            "40", "--out", tmp_path / "g")
+    assert _invoke(*args).exit_code == 0
+    (tmp_path / "g" / ".replaced-notes").write_text("mine\n")
+    (tmp_path / "g" / ".generating-keep").mkdir()
+    res = _invoke(*args, "--force")
+    _assert_refused(res, ".generating-keep, .replaced-notes, which no generator writes")
+    assert (tmp_path / "g" / ".replaced-notes").read_text() == "mine\n"
+    (tmp_path / "g" / ".replaced-notes").unlink()
+    (tmp_path / "g" / ".generating-keep").rename(tmp_path / "g" / f".generating-{HOST}-1-abcdef")
+    assert _invoke(*args, "--force").exit_code == 0  # (a running one's, left alone)

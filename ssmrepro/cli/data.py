@@ -118,6 +118,15 @@ GENERATING = ".generating"  # the scratch folder's name (``util.scratch_folder``
 REPLACED = ".replaced"  # the name of the one a dataset --force replaces is moved aside into
 PLACING = ".placing"  # (in a mount point) its name once every entry of it is there
 SCRATCH = tuple(f"{p}-" for p in (GENERATING, REPLACED, PLACING))  # their entries in a mount point
+# the whole name of one (``util.scratch_folder``: <prefix>-<host>-<pid>-<hex>): a user's file or
+# folder that only begins so (`.replaced-notes`) is no generator's (--force deleted it)
+SCRATCH_NAME = re.compile("(?:" + "|".join(re.escape(p) for p in SCRATCH) + ")"
+                          r".+-[0-9]+-[0-9a-f]{6}")
+
+
+def _scratch(entry: Path) -> bool:
+    """Whether ``entry`` (of a dataset's folder) is a generator's scratch folder."""
+    return bool(SCRATCH_NAME.fullmatch(entry.name)) and entry.is_dir() and not entry.is_symlink()
 
 
 def _died(err: WorkerDied) -> str:
@@ -278,7 +287,7 @@ def _entries(target: Path) -> set[tuple]:
     try:
         found = set()
         for entry in target.iterdir():
-            if not entry.name.startswith((GENERATING, *SCRATCH)):
+            if not _scratch(entry):
                 st = entry.lstat()
                 found.add((entry.name, st.st_ino, st.st_mtime_ns))
         return found
@@ -397,7 +406,7 @@ def _foreign_entries(target: Path) -> list[str]:
     return sorted(p.name for p in target.iterdir()
                   if p.name not in GENERATED_NAMES and not (p.name.startswith(".")
                                                             and p.name.endswith(".tmp"))
-                  and not p.name.startswith(SCRATCH))
+                  and not _scratch(p))
 
 
 def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
