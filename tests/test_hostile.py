@@ -30916,3 +30916,43 @@ def test_r60o_a_users_file_named_like_a_generators_scratch_is_not_replaced(tmp_p
     (tmp_path / "g" / ".replaced-notes").unlink()
     (tmp_path / "g" / ".generating-keep").rename(tmp_path / "g" / f".generating-{HOST}-1-abcdef")
     assert _invoke(*args, "--force").exit_code == 0  # (a running one's, left alone)
+
+
+@pytest.mark.parametrize("second", [1, 2, 3])
+def test_r60o_a_forced_generate_stopped_twice_in_a_mount_point_says_it_is_not_whole(
+        tmp_path, monkeypatch, second):
+    """`data generate --force` into a mount point stopped (Ctrl-C) while it moved the new
+    dataset in, then again while it put the old one back: it said 'nothing was written: re-run
+    the same command' over a folder without a meta.json (part of the old files). It says the
+    old dataset is not whole there, and the next generate puts the rest back."""
+    import ssmrepro.cli.data as data_cli
+
+    out = tmp_path / "disk"
+    args = ("--n", "3", "--min-length", "1", "--max-length", "40", "--out", out)
+    assert _invoke("data", "generate", "listops", "--seed", "6", *args).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    calls = []
+
+    class Twice(_R57vStops):
+        def replace(self, a, b):
+            os.replace(a, b)
+            if Path(b) == out / "basic_train.tsv" and not calls:
+                calls.append(b)
+                raise KeyboardInterrupt
+            if calls and Path(a).parent.name.startswith((".replaced", ".placing")):
+                calls.append(b)  # the moves back (the folder renamed, then its entries)
+                if len(calls) == 1 + second:
+                    raise KeyboardInterrupt
+
+    monkeypatch.setattr(data_cli, "os", Twice(os, disk=out))
+    res = _invoke("data", "generate", "listops", "--seed", "8", *args, "--force")
+    monkeypatch.undo()
+    assert res.exit_code == 130 and "nothing was written" not in res.output, res.output
+    assert "it is not whole there now; the next `data generate` there puts" in res.output
+    assert not (out / "meta.json").exists()
+    for left in out.glob(".*-*"):  # (as when this process is gone)
+        left.rename(left.with_name(left.name.replace(f"-{os.getpid()}-", "-4194999-")))
+    res = _invoke("data", "generate", "listops", "--seed", "7", *args)
+    _assert_refused(res, "is not empty; pass --force")
+    assert f"note: {out} holds again the dataset it held before" in res.output, res.output
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -139,6 +139,11 @@ class _InPlace(KeyboardInterrupt):
     folder."""
 
 
+class _PuttingBack(KeyboardInterrupt):
+    """A generator stopped again while it put back the dataset its --force had moved aside
+    (``_put_back``), before that one was whole there again: args[0] the folder."""
+
+
 @contextmanager
 def _interrupted_says_what_is_left() -> Iterator[None]:
     """Ctrl-C of a generator: one line saying what it left (``LEFT``, or the new dataset in place
@@ -148,7 +153,11 @@ def _interrupted_says_what_is_left() -> Iterator[None]:
         yield
     except KeyboardInterrupt as err:
         line = (f"{err.args[0]} holds the new dataset, whole; what it replaced is removed by the "
-                "next `data generate` there" if isinstance(err, _InPlace) else LEFT)
+                "next `data generate` there" if isinstance(err, _InPlace)
+                else f"stopped again while the dataset {err.args[0]} held before was put back "
+                "there (--force had moved it aside): it is not whole there now; the next `data "
+                "generate` there puts the rest of it back" if isinstance(err, _PuttingBack)
+                else LEFT)
         err_console.print(f"interrupted — {line}", highlight=False, soft_wrap=True,
                           markup=False)
         raise typer.Exit(130) from None
@@ -239,8 +248,12 @@ def _built_beside(target: Path, force: bool = False) -> Iterator[Path]:
         raise
     finally:
         if whole and aside is not None and (tmp / "meta.json").exists():  # stopped before the
-            aside = _put_back(target, aside, moved, placed, inside)  # new one was in place:
-            # the old one back
+            try:  # new one was in place: the old one back
+                aside = _put_back(target, aside, moved, placed, inside)
+            except KeyboardInterrupt:  # (a second Ctrl-C said 'nothing was written' over an
+                if not (target / "meta.json").exists():  # empty or partial folder)
+                    raise _PuttingBack(target) from None
+                raise
         try:
             shutil.rmtree(tmp, ignore_errors=True)
             if aside is not None:
