@@ -30824,3 +30824,33 @@ def test_r59j_a_put_back_stopped_among_its_moves_is_finished_by_the_next_generat
     _assert_refused(res, "is not empty; pass --force")
     assert f"note: {disk} holds again the dataset it held before" in res.output, res.output
     assert {p.name: p.read_bytes() for p in disk.iterdir()} == old
+
+
+def test_r60n_a_run_part_of_set_makes_that_a_reused_spec_plans_is_homed_in_its_store(
+        tmp_path, monkeypatch):
+    """ra sweeps model.d_state over 4 and 8; `run rb --set model.d_state=8 --set
+    train.max_steps=3` (rb reusing ra) makes the run `run ra --set train.max_steps=3` plans (its
+    sweep of d_state), but only ra's profiles with the whole `--set` (refused: it sweeps
+    d_state) or none (2 steps) were asked: the run was recorded in rb's store and `run ra --set
+    train.max_steps=3` trained it again. The `--set` less the keys ra's sweep sets is asked too."""
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    s4d = {"label": "S4D", "set": {"model.mixer": "s4d"}}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    out = tmp_path / "out"
+    _one_run_spec(folder, name="ra", train=train,
+                  sweep=[{"cases": [s4d]}, {"grid": {"model.d_state": [4, 8]}}])
+    _one_run_spec(folder, name="rb", train=train, reuse=["ra"], sweep=[{"cases": [s4d]}])
+    env = {"SSMREPRO_ROOT": str(root)}
+    res = _invoke("run", "rb", "--profile", "smoke", "--out", out, "--no-plot", "--set",
+                  "model.d_state=8", "--set", "train.max_steps=3", "--no-calibrate",
+                  "--workers", "1", env=env)
+    assert res.exit_code == 0 and "trained 1 runs" in res.output, res.output
+    assert not list((out / "tests/rb/runs").glob("*.json"))
+    res = _invoke("run", "ra", "--profile", "smoke", "--out", out, "--dry-run", "--set",
+                  "train.max_steps=3", env=env)
+    assert res.exit_code == 0 and "1 done, 1 pending" in res.output, res.output
