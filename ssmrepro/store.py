@@ -2449,8 +2449,9 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
     in a loop of reuse, the spec picked as its home kept only its own.
 
     ``runs``: the configs of those run ids, to find them among a reused spec's runs of its other
-    profiles too, and of its profiles without ``overrides`` (a run only its paper profile
-    plans, or one that `--set` made and its sweep plans without, `run` of it trained again),
+    profiles too, and of its profiles without ``overrides`` or with those its sweep sets not
+    (a run only its paper profile plans, or one that `--set` made and its sweep plans without,
+    `run` of it trained again),
     and to expand only the profiles that may plan them (``sweep.may_plan``); without them, the
     same profile's runs alone are looked for.
 
@@ -2458,7 +2459,7 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
     not their home (rc reusing ra and rb, neither reusing the other: the run shared by the
     three is homed in ra's store, and `run rb` trains it again), naming the fix."""
     from .spec import SpecError
-    from .sweep import expand, may_plan
+    from .sweep import expand, may_plan, unswept_overrides
 
     wanted, reused, runs = set(run_ids), reused_specs(spec), list(runs)  # (once: each call
     # loads the specs from disk, and once per run id the 600 runs of huang2025-figA4's paper
@@ -2486,9 +2487,13 @@ def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
         # `run` of one run it could not plan)
         has: set[str] = set()
         # (and without the `--set` given here: a run that `--set model.d_state=8` makes is one of
-        # those the reused spec's sweep of it plans without any)
+        # those the reused spec's sweep of it plans without any; or under what is left of it
+        # where the sweep sets some of its keys: `--set model.d_state=8 --set
+        # train.max_steps=3`, a run of its `--set train.max_steps=3`)
+        part = [(p, unswept_overrides(other, p, overrides)) for p in other.profiles]
         for i, (name, given) in enumerate([(profile, overrides)] + [
-                (p, overrides) for p in other.profiles if p != profile] + (
+                (p, overrides) for p in other.profiles if p != profile] + [
+                (p, g) for p, g in part if g is not None and g != overrides] + (
                 [(p, None) for p in other.profiles] if overrides else [])):
             left = wanted - has
             alone = [r for r in runs if r.run_id in left]

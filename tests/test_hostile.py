@@ -30956,3 +30956,63 @@ def test_r60o_a_forced_generate_stopped_twice_in_a_mount_point_says_it_is_not_wh
     _assert_refused(res, "is not empty; pass --force")
     assert f"note: {out} holds again the dataset it held before" in res.output, res.output
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_r60n_a_run_part_of_set_makes_that_a_reused_spec_plans_is_homed_in_its_store(
+        tmp_path, monkeypatch):
+    """ra sweeps model.d_state over 4 and 8; `run rb --set model.d_state=8 --set
+    train.max_steps=3` (rb reusing ra) makes the run `run ra --set train.max_steps=3` plans (its
+    sweep of d_state), but only ra's profiles with the whole `--set` (refused: it sweeps
+    d_state) or none (2 steps) were asked: the run was recorded in rb's store and `run ra --set
+    train.max_steps=3` trained it again. The `--set` less the keys ra's sweep sets is asked too."""
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    s4d = {"label": "S4D", "set": {"model.mixer": "s4d"}}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    out = tmp_path / "out"
+    _one_run_spec(folder, name="ra", train=train,
+                  sweep=[{"cases": [s4d]}, {"grid": {"model.d_state": [4, 8]}}])
+    _one_run_spec(folder, name="rb", train=train, reuse=["ra"], sweep=[{"cases": [s4d]}])
+    env = {"SSMREPRO_ROOT": str(root)}
+    res = _invoke("run", "rb", "--profile", "smoke", "--out", out, "--no-plot", "--set",
+                  "model.d_state=8", "--set", "train.max_steps=3", "--no-calibrate",
+                  "--workers", "1", env=env)
+    assert res.exit_code == 0 and "trained 1 runs" in res.output, res.output
+    assert not list((out / "tests/rb/runs").glob("*.json"))
+    res = _invoke("run", "ra", "--profile", "smoke", "--out", out, "--dry-run", "--set",
+                  "train.max_steps=3", env=env)
+    assert res.exit_code == 0 and "1 done, 1 pending" in res.output, res.output
+
+
+def test_r60n_a_run_of_a_set_a_reused_spec_derives_part_of_is_homed_in_its_store(
+        tmp_path, monkeypatch):
+    """ra derives model.d_state from its sweep of model.d_model; `run rb --set model.d_model=16
+    --set model.d_state=8 --set train.max_steps=3` makes ra's d_model=16 run under `--set
+    train.max_steps=3`: the keys ra sweeps or derives are left out of the `--set` ra's profiles
+    are asked with (`expand` refuses a `--set` of a derived key), so the run is homed there."""
+    from ssmrepro.spec import find_spec
+    from ssmrepro.store import shared_homes
+    from ssmrepro.sweep import expand, unswept_overrides
+
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    _one_run_spec(folder, name="ra", train=train, derived={"model.d_state": "model.d_model // 2"},
+                  sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+                         {"grid": {"model.d_model": [8, 16]}}])
+    _one_run_spec(folder, name="rb", train=train, reuse=["ra"])
+    given = {"model.d_model": 16, "model.d_state": 8, "train.max_steps": 3}
+    ra, rb = find_spec("ra"), find_spec("rb")
+    assert unswept_overrides(ra, "smoke", given) == {"train.max_steps": 3}
+    assert unswept_overrides(ra, "smoke", {"model.d_model": 16}) is None
+    runs = expand(rb, "smoke", overrides=given)
+    homes, _ = shared_homes(rb, "smoke", given, tmp_path / "out", [r.run_id for r in runs], runs)
+    assert homes == {runs[0].run_id: tmp_path / "out/tests/ra"}

@@ -28,6 +28,7 @@ from .expand import (
     parsed_identity,
     set_dotted,
     unique_runs,
+    unswept_overrides,
     validate_sections,
 )
 
@@ -36,4 +37,4 @@ __all__ = ["CODE_VERSION", "MEMBER_FIELDS", "SECTIONS", "EarlyStop", "RunConfig"
            "expand", "flatten", "layer_spelling_problems", "lean", "may_plan", "overrides_tag",
            "overrides_text",
            "parse_config", "parse_overrides", "parsed_identity", "per_point", "run_id_of", "set_dotted",
-           "swept_keys", "unique_runs", "validate_sections"]
+           "swept_keys", "unique_runs", "unswept_overrides", "validate_sections"]

@@ -1075,6 +1075,23 @@ def may_plan(spec: Spec, profile: str, overrides: dict[str, Any] | None,
     return False
 
 
+def unswept_overrides(spec: Spec, profile: str, overrides: dict[str, Any] | None
+                      ) -> dict[str, Any] | None:
+    """``overrides`` less the keys that ``profile``'s sweep or a derived value sets
+    (``replaces``: `expand` refuses them), None when that leaves none or the profile is not
+    there: the `--set` under which the profile may plan a run that the whole `--set` made
+    (``shared_homes``: `--set model.d_state=8 --set train.max_steps=3` beside a sweep of d_state
+    is a run of that profile's `--set train.max_steps=3`). Read without building the sweep's
+    points."""
+    prof = spec.profiles.get(profile)
+    if prof is None or not overrides:
+        return None
+    axes = prof.sweep if prof.sweep is not None else spec.sweep
+    swept = {k for axis in axes for k in _axis_keys(axis)} | set(spec.derived)
+    left = {k: v for k, v in overrides.items() if not any(replaces(s, k, v) for s in swept)}
+    return left or None
+
+
 def _settings_as_read(spec: Spec, base: dict[str, Any], axes: list[Axis],
                       keys: list[str]) -> dict[str, Any] | None:
     """The dotted ``keys`` of ``base`` (a profile's settings) as a run's validated config holds
