@@ -30824,3 +30824,24 @@ def test_r59j_a_put_back_stopped_among_its_moves_is_finished_by_the_next_generat
     _assert_refused(res, "is not empty; pass --force")
     assert f"note: {disk} holds again the dataset it held before" in res.output, res.output
     assert {p.name: p.read_bytes() for p in disk.iterdir()} == old
+
+
+def test_r60p_a_partial_run_drops_older_id_rows_of_a_recorded_cell(tmp_path,
+                                                                    two_profile_smoke):
+    """`run --max-runs 1 --no-plot` in a fresh clone whose committed table holds every run's
+    row under an older id (a code version change): the table kept the trained run's older row
+    beside its record's, two rows of one cell and seed for anyone reading the CSV. The record
+    replaces it; the row of the run not trained yet stays."""
+    from ssmrepro.store import read_results
+
+    spec, out, table = _fresh_clone(two_profile_smoke, tmp_path)
+    labels = read_results(table)["label"].tolist()
+    for i in range(2):
+        _r59b_edit_cell(table, i, "run_id", f"{i}abcdef0123")
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--max-runs", "1",
+                  "--no-calibrate", "--workers", "1", "--no-plot")
+    assert res.exit_code == 0, res.output
+    df = read_results(table)
+    assert sorted(df["label"].tolist()) == sorted(labels), df
+    kept = df.loc[df["run_id"].str.endswith("abcdef0123"), "label"].tolist()
+    assert len(kept) == 1 and kept[0] != df["label"].iloc[0], df
