@@ -30845,3 +30845,28 @@ def test_r60p_a_partial_run_drops_older_id_rows_of_a_recorded_cell(tmp_path,
     assert sorted(df["label"].tolist()) == sorted(labels), df
     kept = df.loc[df["run_id"].str.endswith("abcdef0123"), "label"].tolist()
     assert len(kept) == 1 and kept[0] != df["label"].iloc[0], df
+
+
+def test_r60p_rows_of_many_lengths_past_the_memory_available_are_not_damaged(monkeypatch):
+    """Rows padded past the memory available now were damaged data whenever rows of their
+    median length fitted: IMDB-like data (a tenth of the reviews reach max_len, the median is a
+    fifth of it) on a busy machine were 'damaged', to download again. Damaged only where the
+    longest row alone is odd (the rows padded to the next longest fit); memory short else, and
+    the message names task.max_len."""
+    import numpy as np
+
+    import ssmrepro.data.text as text
+    import ssmrepro.util as util
+    from ssmrepro.data import DataUnavailable
+    from ssmrepro.data.image import DamagedSource
+
+    monkeypatch.setattr(text, "PAD_CHECKED_BYTES", 0)
+    monkeypatch.setattr(util, "memory_available", lambda: 3000)
+    rows = [np.ones(100, np.uint8)] * 10 + [np.ones(20, np.uint8)] * 90
+    with pytest.raises(DataUnavailable, match=r"available now .* task\.max_len below it"):
+        text.pad_ragged(rows, np.uint8)
+    with pytest.raises(DamagedSource, match="row 3: a sequence of 3,000 tokens"):
+        text.pad_ragged([np.ones(5, np.uint8)] * 2 + [np.ones(3000, np.uint8)], np.uint8)
+    monkeypatch.setattr(util, "memory_available", lambda: 0)
+    with pytest.raises(DataUnavailable, match="the 0 bytes of memory available now"):
+        text.pad_ragged([np.ones(0, np.uint8)] * 2 + [np.ones(5, np.uint8)], np.uint8)
