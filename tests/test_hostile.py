@@ -30870,3 +30870,32 @@ def test_r60p_rows_of_many_lengths_past_the_memory_available_are_not_damaged(mon
     monkeypatch.setattr(util, "memory_available", lambda: 0)
     with pytest.raises(DataUnavailable, match="the 0 bytes of memory available now"):
         text.pad_ragged([np.ones(0, np.uint8)] * 2 + [np.ones(5, np.uint8)], np.uint8)
+
+
+def test_r60p_two_older_ids_rows_of_one_cell_and_seed_are_judged_as_one_run(tmp_path,
+                                                                              two_profile_smoke):
+    """Two committed rows of one cell and seed under two run ids no run has (two older code
+    versions' trainings, 0.08 and 0.9) of a run without a record: the report took the first
+    and the other stayed in the table unsaid. They are one run's rows, as rows without run ids
+    are: with different results neither is used, with a warning."""
+    from ssmrepro.store import read_results
+
+    spec, folder = _copy_trained(two_profile_smoke, tmp_path)
+    table = folder / "results-smoke.csv"
+    rid = read_results(table)["run_id"].iloc[0]
+    (folder / "runs" / f"{rid}.json").unlink()
+    _r59b_edit_cell(table, 0, "run_id", "aaaaaaaaaaaa")
+    lines = table.read_text().splitlines()
+    acc = lines[0].split(",").index("metric.test.acc")
+    dup = lines[1].split(",")
+    dup[0], dup[acc] = "bbbbbbbbbbbb", "0.9"
+    table.write_text("\n".join(lines + [",".join(dup)]) + "\n")
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())
+    assert "rows under run ids no run has give rows of one cell and seed with different " \
+        "results" in said and "1 of 2 runs finished" in said, said
+    table.write_text("\n".join(lines + [lines[1].replace("aaaaaaaaaaaa", "bbbbbbbbbbbb")]) + "\n")
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0 and "runs finished" not in res.output, res.output
+    assert "the same results); it is used once" in " ".join(res.output.split()), res.output
