@@ -60,6 +60,7 @@ from .util import (
     folder_lock,
     folder_problem,
     human_seconds,
+    norm,
     pid_alive,
     process_identity,
     process_started,
@@ -1718,7 +1719,8 @@ class Store:
                 # one a spreadsheet mangled: '1.23E+47'), which the outputs stage reads as their
                 # runs' or drops with a warning (``profile_table``): they were lost unsaid
                 ids = old["run_id"].astype(str)
-                keep = old[ids.isin(wanted) | ~ids.isin({r.run_id for r in runs} | have)]
+                keep = old[ids.isin(wanted) | (~ids.isin({r.run_id for r in runs} | have)
+                                               & ~_recorded_cells(old, runs, have))]
                 df = keep if df.empty else pd.concat([df, keep], ignore_index=True)
         # no run has a row: no table. A 1-byte file without columns (every pack lost, e.g. its
         # workers killed, or the disk full) made the same command's plot step, and `plot`,
@@ -2156,6 +2158,23 @@ def decode_config_cells(df: pd.DataFrame) -> pd.DataFrame:
         if col.startswith(CONFIG_PREFIXES) and not pd.api.types.is_numeric_dtype(df[col]):
             df[col] = df[col].astype(object).map(_decode_cell)
     return df
+
+
+def _recorded_cells(old: pd.DataFrame, runs: list, have: set[str]) -> pd.Series:
+    """Whether each row of ``old`` (a committed results table) is of a label and seed whose
+    every planned run of ``runs`` has a row from its record (``have``): a row of that cell under
+    an older id (a code version's before) is replaced by the record, as the outputs stage reads
+    it (``_older_rows``). `run --max-runs 1 --no-plot` in a fresh clone after a code version
+    change kept it beside the record's row, two rows of one run for anyone reading the CSV."""
+    if not {"label", "seed"} <= set(old.columns):
+        return pd.Series(False, index=old.index)
+    done: set[tuple] = set()
+    open_: set[tuple] = set()
+    for r in runs:
+        (done if r.run_id in have else open_).add((str(r.label), norm(r.seed)))
+    done -= open_
+    keys = zip(old["label"].astype(str), old["seed"].map(norm))
+    return pd.Series([k in done for k in keys], index=old.index, dtype=bool)
 
 
 def normalize_table(df: pd.DataFrame) -> pd.DataFrame:

@@ -31016,3 +31016,78 @@ def test_r60n_a_run_of_a_set_a_reused_spec_derives_part_of_is_homed_in_its_store
     runs = expand(rb, "smoke", overrides=given)
     homes, _ = shared_homes(rb, "smoke", given, tmp_path / "out", [r.run_id for r in runs], runs)
     assert homes == {runs[0].run_id: tmp_path / "out/tests/ra"}
+
+
+def test_r60p_a_partial_run_drops_older_id_rows_of_a_recorded_cell(tmp_path,
+                                                                    two_profile_smoke):
+    """`run --max-runs 1 --no-plot` in a fresh clone whose committed table holds every run's
+    row under an older id (a code version change): the table kept the trained run's older row
+    beside its record's, two rows of one cell and seed for anyone reading the CSV. The record
+    replaces it; the row of the run not trained yet stays."""
+    from ssmrepro.store import read_results
+
+    spec, out, table = _fresh_clone(two_profile_smoke, tmp_path)
+    labels = read_results(table)["label"].tolist()
+    for i in range(2):
+        _r59b_edit_cell(table, i, "run_id", f"{i}abcdef0123")
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--max-runs", "1",
+                  "--no-calibrate", "--workers", "1", "--no-plot")
+    assert res.exit_code == 0, res.output
+    df = read_results(table)
+    assert sorted(df["label"].tolist()) == sorted(labels), df
+    kept = df.loc[df["run_id"].str.endswith("abcdef0123"), "label"].tolist()
+    assert len(kept) == 1 and kept[0] != df["label"].iloc[0], df
+
+
+def test_r60p_rows_of_many_lengths_past_the_memory_available_are_not_damaged(monkeypatch):
+    """Rows padded past the memory available now were damaged data whenever rows of their
+    median length fitted: IMDB-like data (a tenth of the reviews reach max_len, the median is a
+    fifth of it) on a busy machine were 'damaged', to download again. Damaged only where the
+    longest row alone is odd (the rows padded to the next longest fit); memory short else, and
+    the message names task.max_len."""
+    import numpy as np
+
+    import ssmrepro.data.text as text
+    import ssmrepro.util as util
+    from ssmrepro.data import DataUnavailable
+    from ssmrepro.data.image import DamagedSource
+
+    monkeypatch.setattr(text, "PAD_CHECKED_BYTES", 0)
+    monkeypatch.setattr(util, "memory_available", lambda: 3000)
+    rows = [np.ones(100, np.uint8)] * 10 + [np.ones(20, np.uint8)] * 90
+    with pytest.raises(DataUnavailable, match=r"available now .* task\.max_len below it"):
+        text.pad_ragged(rows, np.uint8)
+    with pytest.raises(DamagedSource, match="row 3: a sequence of 3,000 tokens"):
+        text.pad_ragged([np.ones(5, np.uint8)] * 2 + [np.ones(3000, np.uint8)], np.uint8)
+    monkeypatch.setattr(util, "memory_available", lambda: 0)
+    with pytest.raises(DataUnavailable, match="the 0 bytes of memory available now"):
+        text.pad_ragged([np.ones(0, np.uint8)] * 2 + [np.ones(5, np.uint8)], np.uint8)
+
+
+def test_r60p_two_older_ids_rows_of_one_cell_and_seed_are_judged_as_one_run(tmp_path,
+                                                                              two_profile_smoke):
+    """Two committed rows of one cell and seed under two run ids no run has (two older code
+    versions' trainings, 0.08 and 0.9) of a run without a record: the report took the first
+    and the other stayed in the table unsaid. They are one run's rows, as rows without run ids
+    are: with different results neither is used, with a warning."""
+    from ssmrepro.store import read_results
+
+    spec, folder = _copy_trained(two_profile_smoke, tmp_path)
+    table = folder / "results-smoke.csv"
+    rid = read_results(table)["run_id"].iloc[0]
+    (folder / "runs" / f"{rid}.json").unlink()
+    _r59b_edit_cell(table, 0, "run_id", "aaaaaaaaaaaa")
+    lines = table.read_text().splitlines()
+    acc = lines[0].split(",").index("metric.test.acc")
+    dup = lines[1].split(",")
+    dup[0], dup[acc] = "bbbbbbbbbbbb", "0.9"
+    table.write_text("\n".join(lines + [",".join(dup)]) + "\n")
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())
+    assert "rows under run ids no run has give rows of one cell and seed with different " \
+        "results" in said and "1 of 2 runs finished" in said, said
+    table.write_text("\n".join(lines + [lines[1].replace("aaaaaaaaaaaa", "bbbbbbbbbbbb")]) + "\n")
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0 and "runs finished" not in res.output, res.output
+    assert "the same results); it is used once" in " ".join(res.output.split()), res.output

@@ -110,8 +110,8 @@ def pad_ragged(seqs: Sequence[np.ndarray], dtype: type,
                row: Callable[[int], str] = lambda i: f"row {i + 1}") -> tuple[np.ndarray, np.ndarray]:
     """Right-pad with 0 to the longest sequence: (N, L) array and (N,) int32 lengths. A padded
     array larger than the memory available now raises DamagedSource naming the longest
-    sequence (``row(i)`` names row i: its file and line) where rows padded to the (lower) median
-    length would fit (one line of millions of tokens under a large max_len padded every row to it,
+    sequence (``row(i)`` names row i: its file and line) where rows padded to the next longest
+    would fit (one line of millions of tokens under a large max_len padded every row to it,
     768 GB for ListOps' 96,000 rows, written into the cache until the disk was full), else
     DataUnavailable: the data are whole, the memory is short."""
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int32, count=len(seqs))
@@ -123,20 +123,24 @@ def pad_ragged(seqs: Sequence[np.ndarray], dtype: type,
         avail = util.memory_available()
         if avail is not None and need > avail:
             i = int(lengths.argmax())
-            mid = (len(seqs) - 1) // 2  # the lower median: one long row of two is the odd one
-            typical = len(seqs) * int(np.partition(lengths, mid)[mid]) * np.dtype(dtype).itemsize
-            if typical > avail:  # rows of their usual length do not fit either: the data are
-                # whole, the memory is short now (real AAN's 147,086 rows of 4,000 tokens, 588
-                # MB, were 'damaged', to download again with --force, on a busy machine)
+            # the longest row alone is the odd one where rows padded to the next longest fit
+            # (the median was compared: IMDB's reviews, a median of ~1,000 bytes under a
+            # max_len of 4,096 that thousands reach, were 'damaged' on a busy machine)
+            nxt = len(seqs) - 2
+            typical = len(seqs) * (int(np.partition(lengths, nxt)[nxt]) if nxt >= 0 else width) \
+                * np.dtype(dtype).itemsize
+            if typical >= avail:  # the other rows do not fit either: the data are whole, the
+                # memory is short now (real AAN's 147,086 rows of 4,000 tokens, 588 MB, were
+                # 'damaged', to download again with --force, on a busy machine)
                 raise util.DataUnavailable(
                     f"{row(i)}, the longest, and the {len(seqs):,} row{'s' * (len(seqs) != 1)} "
                     f"padded to its {width:,} tokens take {need:,} bytes, more than the "
                     f"{avail:,} bytes of memory available now (other processes hold the rest): "
-                    "run it again when memory is free, or with a task's max_len below it")
+                    "run it again when memory is free, or with task.max_len below it")
             raise DamagedSource(
                 f"{row(i)}: a sequence of {width:,} tokens, to which every one of the "
                 f"{len(seqs):,} rows is padded: {need:,} bytes, more than the {avail:,} bytes "
-                "of memory available (a task's max_len below it cuts it)")
+                "of memory available (task.max_len below it cuts it)")
     out = np.zeros((len(seqs), width), dtype=dtype)
     for i, s in enumerate(seqs):
         out[i, : len(s)] = s

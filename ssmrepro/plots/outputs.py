@@ -2279,9 +2279,12 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
         keep &= ~_repeated_rows(table, ids, keep)
     if own and {LABEL, SEED} <= set(table.columns):
         keep &= ~_second_rows(table[keep], by_id)
-        blank = (ids.str.startswith(_NO_ID) & keep).to_numpy()  # rows of no run id: by cell
-        if results and blank.sum() > 1:  # and seed, as in a table without the column
-            keep.iloc[np.flatnonzero(blank)[_seed_repeats(table[blank], runs)]] = False
+        # rows of no run id, or of an id no run has (an older code version's): by cell and
+        # seed, as in a table without the column (two older ids' rows of one cell and seed,
+        # 0.08 and 0.9: the report took the first, the other kept in the table unsaid)
+        blank = (~ids.isin(by_id) & keep).to_numpy()
+        if results and blank.sum() > 1:
+            keep.iloc[np.flatnonzero(blank)[_seed_repeats(table[blank], runs, True)]] = False
     if N_PARAMS in table:
         _params_disagree(table[keep], by_id)
     return table[keep]
@@ -2324,14 +2327,15 @@ def _row_ids(table: pd.DataFrame) -> pd.Series:
     return ids
 
 
-def _seed_repeats(table: pd.DataFrame, runs: list) -> np.ndarray:
+def _seed_repeats(table: pd.DataFrame, runs: list, ids: bool = False) -> np.ndarray:
     """The rows of ``table`` (a profile's own results table without run ids: the column
     deleted by hand or its cells cleared, its rows named by their cell and seed,
     ``_not_covered``) that repeat one cell and seed (its label, swept values and seed): a row
     given twice with the same results is used once, rows of one seed with different results
     are not used, each with a warning, as in a table with run ids (``_repeated_rows``,
     ``_disagreeing``). The report counted the seed once (its first row, whatever the others
-    held) while `export` gave every row of it."""
+    held) while `export` gave every row of it.
+    ``ids``: the rows have run ids, none of a planned run (cleared, an older code version's)"""
     keys = [k for k in report.cell_keys(runs) if k in table and k != SEED] + [SEED]
     ident = pd.Series(["\0".join(map(str, cell)) for cell in zip(*(table[k].tolist()
                                                                     for k in keys))],
@@ -2339,6 +2343,7 @@ def _seed_repeats(table: pd.DataFrame, runs: list) -> np.ndarray:
     several = ident.duplicated(keep=False)
     if not several.any():
         return np.zeros(len(table), dtype=bool)
+    what = "'s rows under run ids no run has" if ids else " without run ids"
     differ = _disagreeing(table, ident)  # (a cell and seed's rows as one run's)
     drop = ident.isin(differ) | ident.duplicated()
 
@@ -2349,12 +2354,14 @@ def _seed_repeats(table: pd.DataFrame, runs: list) -> np.ndarray:
         return "; ".join(cells) + more
 
     if differ:
-        print(f"warning: a committed table without run ids has rows of one cell and seed with "
+        print(f"warning: a committed table{what} {'give' if ids else 'has'} rows of one cell "
+              f"and seed with "
               f"different results ({named(ident.isin(differ))}); they are not used",
               file=sys.stderr)
     same = several & ~ident.isin(differ)
     if same.any():
-        print(f"warning: a committed table without run ids holds the row of a cell and seed "
+        print(f"warning: a committed table{what} {'give' if ids else 'holds'} the row of a "
+              f"cell and seed "
               f"more than once ({named(same)}; the same results); it is used once",
               file=sys.stderr)
     return drop.to_numpy()
