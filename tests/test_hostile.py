@@ -30824,3 +30824,17 @@ def test_r59j_a_put_back_stopped_among_its_moves_is_finished_by_the_next_generat
     _assert_refused(res, "is not empty; pass --force")
     assert f"note: {disk} holds again the dataset it held before" in res.output, res.output
     assert {p.name: p.read_bytes() for p in disk.iterdir()} == old
+
+
+def test_r60q_json_document_names_an_undecoded_path_as_its_utf8_text(capsys):
+    """Under the C locale (``LC_ALL=C PYTHONUTF8=0``) a folder 'rés' is read as the surrogates
+    U+DCC3 U+DCA9; `run --json` and `verify --json` wrote them into the document ("csv":
+    "r\\udcc3\\udca9s/..."), which `json.loads` read as a name no open() could use and jq as
+    U+FFFD. The document names the UTF-8 text those bytes are; bytes that are no UTF-8 stay."""
+    from ssmrepro.cli.app import print_json
+
+    print_json({"csv": Path("/x/r\udcc3\udca9s/t.csv"), "r\udcc3\udca9s": ["caf\udcc3\udca9"],
+                "bad": "a\udcff", "title": "e^{-\u03bb}"})
+    doc = json.loads(capsys.readouterr().out)
+    assert doc == {"csv": "/x/r\u00e9s/t.csv", "r\u00e9s": ["caf\u00e9"], "bad": "a\udcff",
+                   "title": "e^{-\u03bb}"}, doc
