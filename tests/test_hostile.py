@@ -30838,3 +30838,16 @@ def test_r60q_json_document_names_an_undecoded_path_as_its_utf8_text(capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc == {"csv": "/x/r\u00e9s/t.csv", "r\u00e9s": ["caf\u00e9"], "bad": "a\udcff",
                    "title": "e^{-\u03bb}"}, doc
+
+
+def test_r60q_data_info_does_not_walk_a_linked_entry(tmp_path):
+    """`data info` summed the files of every entry-named folder of the data root's .cache; one
+    that is a symbolic link (to /usr: 8.4 GB, seconds of walking) was counted as the cache's."""
+    big = tmp_path / "big"
+    big.mkdir()
+    (big / "f").write_bytes(b"x" * 3_000_000)
+    (tmp_path / "d" / ".cache").mkdir(parents=True)
+    (tmp_path / "d" / ".cache" / "listops-0123456789abcdef0123").symlink_to(big)
+    res = _invoke("data", "info", "--dir", tmp_path / "d")
+    assert res.exit_code == 0, res.output
+    assert "(0.0 MB in 1 prepared entry)" in res.output, res.output
