@@ -31091,3 +31091,30 @@ def test_r60p_two_older_ids_rows_of_one_cell_and_seed_are_judged_as_one_run(tmp_
     res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
     assert res.exit_code == 0 and "runs finished" not in res.output, res.output
     assert "the same results); it is used once" in " ".join(res.output.split()), res.output
+
+
+def test_r60q_json_document_names_an_undecoded_path_as_its_utf8_text(capsys):
+    """Under the C locale (``LC_ALL=C PYTHONUTF8=0``) a folder 'rés' is read as the surrogates
+    U+DCC3 U+DCA9; `run --json` and `verify --json` wrote them into the document ("csv":
+    "r\\udcc3\\udca9s/..."), which `json.loads` read as a name no open() could use and jq as
+    U+FFFD. The document names the UTF-8 text those bytes are; bytes that are no UTF-8 stay."""
+    from ssmrepro.cli.app import print_json
+
+    print_json({"csv": Path("/x/r\udcc3\udca9s/t.csv"), "r\udcc3\udca9s": ["caf\udcc3\udca9"],
+                "bad": "a\udcff", "title": "e^{-\u03bb}"})
+    doc = json.loads(capsys.readouterr().out)
+    assert doc == {"csv": "/x/r\u00e9s/t.csv", "r\u00e9s": ["caf\u00e9"], "bad": "a\udcff",
+                   "title": "e^{-\u03bb}"}, doc
+
+
+def test_r60q_data_info_does_not_walk_a_linked_entry(tmp_path):
+    """`data info` summed the files of every entry-named folder of the data root's .cache; one
+    that is a symbolic link (to /usr: 8.4 GB, seconds of walking) was counted as the cache's."""
+    big = tmp_path / "big"
+    big.mkdir()
+    (big / "f").write_bytes(b"x" * 3_000_000)
+    (tmp_path / "d" / ".cache").mkdir(parents=True)
+    (tmp_path / "d" / ".cache" / "listops-0123456789abcdef0123").symlink_to(big)
+    res = _invoke("data", "info", "--dir", tmp_path / "d")
+    assert res.exit_code == 0, res.output
+    assert "(0.0 MB in 1 prepared entry)" in res.output, res.output

@@ -376,18 +376,35 @@ def print_json(obj: Any) -> None:
 
 
 def _plain(o: Any) -> Any:
-    """JSON-safe: NaN / inf -> null, numpy scalars -> Python, paths and others -> str."""
+    """JSON-safe: NaN / inf -> null, numpy scalars -> Python, paths and others -> str (text as
+    ``_unescaped``)."""
     if isinstance(o, dict):
-        return {str(k): _plain(v) for k, v in o.items()}
+        return {_unescaped(str(k)): _plain(v) for k, v in o.items()}
+    if isinstance(o, str):
+        return _unescaped(o)
     if isinstance(o, (list, tuple, set)):
         return [_plain(v) for v in o]
     if hasattr(o, "item") and not isinstance(o, (str, bytes)):  # numpy scalars
         o = o.item()
     if isinstance(o, float):
         return o if o == o and o not in (float("inf"), float("-inf")) else None
-    if o is None or isinstance(o, (bool, int, str)):
+    if o is None or isinstance(o, (bool, int)):
         return o
-    return str(o)
+    return _unescaped(str(o))
+
+
+def _unescaped(text: str) -> str:
+    """``text`` with the bytes of a file's name that the file system's encoding could not decode
+    (surrogates U+DC80-U+DCFF: a path with 'é' under the C locale, ``LC_ALL=C PYTHONUTF8=0``)
+    read as the UTF-8 they are, 'é': a JSON document holds text, and `run --json`'s "csv" was
+    ``"r\\udcc3\\udca9s/..."``, naming no file to `json.loads` (an open() of it failed) or jq.
+    Bytes that are no UTF-8 stay as those surrogates."""
+    if not any("\udc80" <= ch <= "\udcff" for ch in text):
+        return text
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "surrogateescape")
+    except UnicodeError:  # another lone surrogate
+        return text
 
 
 def path_value(value: str) -> Path:

@@ -745,7 +745,9 @@ def info(dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP, metavar="
         # its entries' files only: a data root whose .cache is another's (`SSMREPRO_DATA=~`:
         # ~/.cache, every program's) was walked whole and counted as the datasets' cache
         names = entry_names(cache)
-        size = sum(f.stat().st_size for n in names for f in (cache / n).rglob("*") if f.is_file())
+        # (an entry's name on a symbolic link, to /usr say, walked and counted what it leads to)
+        size = sum(f.stat().st_size for n in names if not (cache / n).is_symlink()
+                   for f in (cache / n).rglob("*") if f.is_file())
         console.print(f"cache: {cache} ({size / 1e6:.1f} MB in {len(names)} prepared "
                       f"entr{'y' if len(names) == 1 else 'ies'})", highlight=False, markup=False)
         damaged = damaged_entries(cache)
