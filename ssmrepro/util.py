@@ -280,10 +280,18 @@ def remove_dead_scratch(parent: Path, prefix: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def scratch_name(*prefixes: str) -> re.Pattern:
+    """The whole name of a ``scratch_folder`` of one of ``prefixes``:
+    ``<prefix>-<host>-<pid>-<6 hex>`` (groups ``host``, ``pid``). A name that only begins so (a
+    user's `.replaced-notes`) is none."""
+    return re.compile("(?:" + "|".join(re.escape(p) for p in prefixes) + ")"
+                      r"-(?P<host>.+)-(?P<pid>[0-9]+)-[0-9a-f]{6}")
+
+
 def dead_scratch(parent: Path, prefix: str) -> list[Path]:
     """The ``scratch_folder``s of ``prefix`` under ``parent`` whose process of this host is gone
     (folders, not links), by name."""
-    name = re.compile(re.escape(prefix) + r"-(?P<host>.+)-(?P<pid>[0-9]+)-[0-9a-f]{6}")
+    name = scratch_name(prefix)
     return sorted(path for path in (parent.glob(glob.escape(prefix) + "-*")
                                     if parent.is_dir() else ())
                   if (m := name.fullmatch(path.name)) and m["host"] == HOST

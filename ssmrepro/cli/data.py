@@ -21,7 +21,7 @@ from rich.table import Table
 
 from ..data._workers import WorkerDied
 from ..data.sources import generated_dir
-from ..util import data_root, folder_problem, human_seconds
+from ..util import data_root, folder_problem, human_seconds, scratch_name
 from .app import (
     EXIT_CODES,
     command,
@@ -118,10 +118,9 @@ GENERATING = ".generating"  # the scratch folder's name (``util.scratch_folder``
 REPLACED = ".replaced"  # the name of the one a dataset --force replaces is moved aside into
 PLACING = ".placing"  # (in a mount point) its name once every entry of it is there
 SCRATCH = tuple(f"{p}-" for p in (GENERATING, REPLACED, PLACING))  # their entries in a mount point
-# the whole name of one (``util.scratch_folder``: <prefix>-<host>-<pid>-<hex>): a user's file or
-# folder that only begins so (`.replaced-notes`) is no generator's (--force deleted it)
-SCRATCH_NAME = re.compile("(?:" + "|".join(re.escape(p) for p in SCRATCH) + ")"
-                          r".+-[0-9]+-[0-9a-f]{6}")
+# the whole name of one (``util.scratch_name``): a user's file or folder that only begins so
+# (`.replaced-notes`) is no generator's (--force deleted it)
+SCRATCH_NAME = scratch_name(GENERATING, REPLACED, PLACING)
 
 
 def _scratch(entry: Path) -> bool:
