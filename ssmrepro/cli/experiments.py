@@ -11,7 +11,6 @@ and ``--workers`` default to $SSMREPRO_OUT, $SSMREPRO_DEVICE and $SSMREPRO_WORKE
 from __future__ import annotations
 
 import math
-import re
 import shlex
 import time
 from pathlib import Path
@@ -21,7 +20,14 @@ import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from ..kernels.backend import backend_for_dtypes, backend_problem, select_backend, select_device
+from ..kernels.backend import (
+    DEVICE_EXPECTED,
+    DEVICE_NAME,
+    backend_for_dtypes,
+    backend_problem,
+    select_backend,
+    select_device,
+)
 from ..spec import (
     SpecError,
     find_spec,
@@ -625,9 +631,8 @@ def _refuse_device_of_env(ctx: typer.Context, device: str) -> None:
     `--device 'gpu': expected ...`, an option the command line did not give. Called where the
     device is used (`bench scans` takes no --device, and ignores the variable)."""
     if (getattr(ctx.get_parameter_source("device"), "name", "") == "ENVIRONMENT"
-            and not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device)):
-        fail([f"$SSMREPRO_DEVICE={device!r} (the default of --device): expected auto, cpu, cuda "
-              "or cuda:N"])
+            and not DEVICE_NAME.fullmatch(device)):
+        fail([f"$SSMREPRO_DEVICE={device!r} (the default of --device): {DEVICE_EXPECTED}"])
 
 
 @command(interrupted=lambda options: PLANNED if options.get("dry_run") else RESUME)
@@ -702,8 +707,8 @@ def run(
     out_console = err_console if as_json else console
     _refuse_device_of_env(ctx, device)
     if engine == "ray" and not dry_run:  # the cluster's devices decide; the worker picks backend
-        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
-            fail([f"--device {device!r}: expected auto, cpu, cuda or cuda:N"])
+        if not DEVICE_NAME.fullmatch(device):
+            fail([f"--device {device!r}: {DEVICE_EXPECTED}"])
         if backend_problem(backend, device):  # every pack failed on the cluster with it
             fail([backend_problem(backend, device)])
         dev, be, why = device, backend, (f"device {device}, backend {backend} (resolved on the "

@@ -69,15 +69,19 @@ def cuda_kernels_importable() -> tuple[bool, str]:
     return True, f"CUDA kernels: {k.source}"
 
 
+DEVICE_NAME = re.compile(r"auto|cpu|cuda(?::(\d+))?")  # what --device takes
+DEVICE_EXPECTED = "expected auto, cpu, cuda or cuda:N"
+
+
 def select_device(device: str) -> str:
     """auto | cpu | cuda | cuda:N -> the device to run on; anything else is a BackendError."""
+    m = DEVICE_NAME.fullmatch(device)
+    if m is None:
+        raise BackendError(f"--device {device!r}: {DEVICE_EXPECTED}")
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu":
         return device
-    m = re.fullmatch(r"cuda(?::(\d+))?", device)
-    if m is None:
-        raise BackendError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")
     if not torch.cuda.is_available():
         raise BackendError(f"--device {device}: CUDA is not available on this machine")
     if m.group(1) is not None and int(m.group(1)) >= torch.cuda.device_count():
