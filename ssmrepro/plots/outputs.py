@@ -360,18 +360,18 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors += _ordering_always_holds(path, key, cfg, spread, claim_max)
         if cfg.check in ("monotone", "spread", "collapse"):  # (an expression's range too)
             errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread, claim_max)
-        if isinstance(cfg, LogLogSlopeConfig) and runs and set(spec.profiles) <= {
-                r.profile for r in runs}:  # (as a frontier's factor: one profile's grid, as
-            # `run --profile smoke` validates, refused a tol its paper grid can fail)
+        if isinstance(cfg, LogLogSlopeConfig) and every_profile:  # (as a frontier's factor:
+            # one profile's grid, as `run --profile smoke` validates, refused a tol its paper
+            # grid can fail)
             errors += _any_slope(path, key, cfg, run_index, [r.profile for r in runs], spread,
                                  claim_max, runs)
         if isinstance(cfg, LogLogSlopeConfig) and spec.analytic is not None:  # (its grid, the
             # table of every profile: `tol: 1e308` on yu2025-fig5 was accepted)
             grid = CellIndex(_analytic_grid(spec))
             errors += _any_slope(path, key, cfg, grid, [""] * len(grid.cells), spread, None)
-        if isinstance(cfg, RecallFrontierConfig) and runs and set(spec.profiles) <= {
-                r.profile for r in runs}:  # (one profile's runs, as `run` validates, are not
-            # judged: a factor beyond that profile's grid alone is no factor beyond the paper's)
+        if isinstance(cfg, RecallFrontierConfig) and every_profile:  # (one profile's runs,
+            # as `run` validates, are not judged: a factor beyond that profile's grid alone is
+            # no factor beyond the paper's)
             errors += _any_frontier(path, key, cfg, runs, run_index)
         # (of float32 runs a loss's range too: `min_range: 1e39` on test.loss never PASSed)
         rng = _bounded_range(cfg.metric, spread, claim_max) if isinstance(cfg, CollapseConfig) \
@@ -408,7 +408,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
     if sel is not None and sel.over not in report.cell_keys(runs):
         errors.append(f"{path}: aggregate.select.over: {sel.over!r} is not a swept key of this "
                       "profile's runs")
-    elif sel is not None and runs and {r.profile for r in runs} >= set(spec.profiles):
+    elif sel is not None and every_profile:
         # `over: label` (or a key set with the label): each group of cells equal but for it held
         # one cell, and the 'selection' kept every cell (in every profile: a smoke profile of
         # one lr is a fine pipeline check, so one profile's runs alone are not judged)

@@ -1021,6 +1021,12 @@ def refuse_inert_points(spec: Spec, profile: str, runs: list[RunConfig], keys: l
                          "that key from the sweep"])
 
 
+def _swept_or_derived(spec: Spec, axes: list[Axis]) -> set[str]:
+    """The keys the points of ``axes`` (a profile's sweep) or a derived value of ``spec`` set,
+    read without building the points (``may_plan``, ``unswept_overrides``)."""
+    return {k for axis in axes for k in _axis_keys(axis)} | set(spec.derived)
+
+
 MAY_PLAN_POINTS = 16  # sweep points `may_plan` builds at most to read a profile's settings
 
 
@@ -1047,7 +1053,7 @@ def may_plan(spec: Spec, profile: str, overrides: dict[str, Any] | None,
         axes = prof.sweep if prof.sweep is not None else spec.sweep
     except (KeyError, ValueError):
         return True
-    swept = {k for axis in axes for k in _axis_keys(axis)} | set(spec.derived)
+    swept = _swept_or_derived(spec, axes)
     fixed = [k for k in flatten(base)
              if not any(k == s or k.startswith(s + ".") or s.startswith(k + ".") for s in swept)]
     read = _settings_as_read(spec, base, axes, fixed)
@@ -1087,7 +1093,7 @@ def unswept_overrides(spec: Spec, profile: str, overrides: dict[str, Any] | None
     if prof is None or not overrides:
         return None
     axes = prof.sweep if prof.sweep is not None else spec.sweep
-    swept = {k for axis in axes for k in _axis_keys(axis)} | set(spec.derived)
+    swept = _swept_or_derived(spec, axes)
     left = {k: v for k, v in overrides.items() if not any(replaces(s, k, v) for s in swept)}
     return left or None
 
