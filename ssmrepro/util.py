@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import glob
 import hashlib
 import json
@@ -1589,6 +1590,7 @@ def config_memo(size: int = 1024) -> Callable[[Callable], Callable]:
         memo: dict[tuple, tuple[Any, Any]] = {}
         lock = threading.Lock()
 
+        @functools.wraps(fn)
         def remembered(cfg, *args):
             key: tuple = (type(cfg), cfg, *args)
             by_id = False
@@ -1611,9 +1613,6 @@ def config_memo(size: int = 1024) -> Callable[[Callable], Callable]:
                 memo[key] = (cfg, out)
             return out
 
-        remembered.__wrapped__ = fn
-        remembered.__doc__ = fn.__doc__
-        remembered.__name__ = fn.__name__
         return remembered
 
     return wrap

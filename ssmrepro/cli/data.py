@@ -455,6 +455,11 @@ def _put_back_killed(target: Path) -> None:
     a few of the new one's)."""
     from ..util import dead_scratch, remove_dead_scratch
 
+    def said() -> None:
+        err_console.print(f"note: {target} holds again the dataset it held before a `data "
+                          "generate --force` there was killed while it replaced it (it had "
+                          "been moved aside)", highlight=False, soft_wrap=True, markup=False)
+
     whole = target.is_dir() and not target.is_symlink() and (target / "meta.json").exists()
     for old in ([*dead_scratch(target, REPLACED), *dead_scratch(target, PLACING)]
                 if target.is_dir() and not target.is_symlink() else ()):
@@ -463,20 +468,14 @@ def _put_back_killed(target: Path) -> None:
                       if old.name.startswith(PLACING) else [])
             old = _put_back(target, old, [e.name for e in old.iterdir()], placed, inside=True)
             whole = True
-            err_console.print(f"note: {target} holds again the dataset it held before a "
-                              "`data generate --force` there was killed while it replaced "
-                              "it (it had been moved aside)", highlight=False,
-                              soft_wrap=True, markup=False)
+            said()
         shutil.rmtree(old, ignore_errors=True)
     prefix = f".{target.name}{REPLACED}"
     if not os.path.lexists(target):
         for old in dead_scratch(target.parent, prefix):
             if (old / "meta.json").is_file():
                 os.replace(old, target)
-                err_console.print(f"note: {target} holds again the dataset it held before a "
-                                  "`data generate --force` there was killed while it replaced "
-                                  "it (it had been moved aside)", highlight=False,
-                                  soft_wrap=True, markup=False)
+                said()
                 break
     remove_dead_scratch(target.parent, prefix)
     remove_dead_scratch(target.parent, f".{target.name}{GENERATING}")  # (what it was building)

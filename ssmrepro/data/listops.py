@@ -35,6 +35,7 @@ import numpy as np
 from ..util import atomic_write_text
 from ._workers import iter_chunks
 from .image import DamagedSource
+from .text import pad_ragged
 
 OPS = ("[MIN", "[MAX", "[MED", "[SM")
 VOCAB: tuple[str, ...] = ("<pad>", "<eos>", *"0123456789", *OPS, "X")
@@ -616,16 +617,6 @@ def read_listops_tsv(path: Path, linenos: list[int] | None = None) -> tuple[list
     return sources, np.array(labels, dtype=np.int64)
 
 
-def pad_sequences(seqs: Sequence[np.ndarray], dtype: type = np.uint8,
-                  row: Callable[[int], str] = lambda i: f"row {i + 1}",
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Right-pad with 0 to the longest sequence: returns (N, L) array and (N,) int32 lengths
-    (``text.pad_ragged``: a padded array past the memory available is refused)."""
-    from .text import pad_ragged
-
-    return pad_ragged(seqs, dtype, row)
-
-
 def prepare_listops(directory: Path, cfg: ListOpsConfig,
                     cut: dict[str, int] | None = None) -> dict[str, dict[str, np.ndarray]]:
     """Tokenise ``basic_{train,val,test}.tsv`` in ``directory``: per split x (N, L) uint8 ids,
@@ -658,7 +649,8 @@ def prepare_listops(directory: Path, cfg: ListOpsConfig,
             if cfg.append_eos:
                 ids = np.append(ids, np.uint8(EOS))
             seqs.append(ids)
-        x, lengths = pad_sequences(seqs, row=lambda i, path=path, at=linenos: f"{path}:{at[i]}")
+        x, lengths = pad_ragged(seqs, np.uint8,  # (refused past the memory available)
+                                lambda i, path=path, at=linenos: f"{path}:{at[i]}")
         out[split] = {"x": x, "lengths": lengths, "labels": labels}
         if cut is not None:
             cut[split] = n_cut
